@@ -1,0 +1,329 @@
+//! Stores addressed by URI (a local folder or an S3 prefix), reached through opendal.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use opendal::{ErrorKind, OperationContext, Operator};
+
+use crate::source::{ByteSource, check_range, temp_suffix};
+use crate::{Error, Result};
+
+/// Credentials and overrides that do not belong in a URI.
+///
+/// Anything left `None` falls back to the usual AWS environment variables
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`).
+#[derive(Clone, Default)]
+pub struct StoreOptions {
+    /// S3 access key id.
+    pub access_key_id: Option<String>,
+    /// S3 secret access key.
+    pub secret_access_key: Option<String>,
+}
+
+impl fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "***"),
+            )
+            .finish()
+    }
+}
+
+/// A folder of objects: a local directory or an S3 bucket prefix.
+///
+/// opendal is async; a `Store` owns a small tokio runtime and blocks on it, so callers
+/// (decoder threads, CLIs) stay synchronous. Do not call it from inside an async task.
+/// Cloning is cheap and shares the runtime.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<StoreInner>,
+}
+
+struct StoreInner {
+    op: Operator,
+    runtime: tokio::runtime::Runtime,
+    uri: String,
+    is_local: bool,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("uri", &self.inner.uri)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens the store at `uri`: a local path (`/data/eps`, `file:///data/eps`) or
+    /// `s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1`.
+    pub fn open(uri: &str) -> Result<Self> {
+        Self::open_with(uri, &StoreOptions::default())
+    }
+
+    /// Like [`Store::open`], with explicit credentials.
+    pub fn open_with(uri: &str, options: &StoreOptions) -> Result<Self> {
+        let invalid = |reason: String| Error::InvalidUri {
+            uri: uri.to_owned(),
+            reason,
+        };
+        let (op, is_local) = if let Some(rest) = uri.strip_prefix("s3://") {
+            (s3_operator(rest, options).map_err(invalid)?, false)
+        } else {
+            let path = uri.strip_prefix("file://").unwrap_or(uri);
+            let path = if path.is_empty() { "." } else { path };
+            let root = std::path::absolute(path).map_err(|e| invalid(e.to_string()))?;
+            let builder = opendal::services::Fs::default().root(&root.to_string_lossy());
+            (
+                Operator::new(builder).map_err(|e| invalid(e.to_string()))?,
+                true,
+            )
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("reel-io")
+            .enable_all()
+            .build()
+            .map_err(|source| Error::Io {
+                name: uri.to_owned(),
+                source,
+            })?;
+        Ok(Self {
+            inner: Arc::new(StoreInner {
+                op,
+                runtime,
+                uri: uri.to_owned(),
+                is_local,
+            }),
+        })
+    }
+
+    /// The URI this store was opened with.
+    pub fn uri(&self) -> &str {
+        &self.inner.uri
+    }
+
+    /// The underlying async operator, for callers that want opendal directly.
+    pub fn operator(&self) -> &Operator {
+        &self.inner.op
+    }
+
+    fn name_of(&self, key: &str) -> String {
+        let uri = self.inner.uri.split('?').next().unwrap_or_default();
+        format!("{}/{key}", uri.trim_end_matches('/'))
+    }
+
+    fn store_err(&self, key: &str, source: opendal::Error) -> Error {
+        if source.kind() == ErrorKind::NotFound {
+            Error::NotFound {
+                name: self.name_of(key),
+            }
+        } else {
+            Error::Store {
+                name: self.name_of(key),
+                source,
+            }
+        }
+    }
+
+    fn block_on<F: IntoFuture>(&self, fut: F) -> F::Output {
+        self.inner.runtime.block_on(fut.into_future())
+    }
+
+    /// Length of object `key`.
+    pub fn len_of(&self, key: &str) -> Result<u64> {
+        let meta = self
+            .block_on(self.inner.op.stat(key))
+            .map_err(|e| self.store_err(key, e))?;
+        Ok(meta.content_length())
+    }
+
+    /// Whole object `key`.
+    pub fn read(&self, key: &str) -> Result<Bytes> {
+        let buf = self
+            .block_on(self.inner.op.read(key))
+            .map_err(|e| self.store_err(key, e))?;
+        Ok(buf.to_bytes())
+    }
+
+    /// Writes object `key` so that readers see the old object or the whole new one:
+    /// temporary name then rename on a local folder, a single PUT on S3 (atomic there).
+    pub fn write_atomic(&self, key: &str, data: impl Into<Bytes>) -> Result<()> {
+        let data: Bytes = data.into();
+        let op = &self.inner.op;
+        if !self.inner.is_local {
+            return self
+                .block_on(op.write(key, data))
+                .map(|_| ())
+                .map_err(|e| self.store_err(key, e));
+        }
+        let (dir, file) = key.rsplit_once('/').unwrap_or(("", key));
+        let tmp = if dir.is_empty() {
+            format!(".{file}.{}", temp_suffix())
+        } else {
+            format!("{dir}/.{file}.{}", temp_suffix())
+        };
+        self.block_on(async {
+            op.write(&tmp, data).await?;
+            if let Err(e) = op.rename(&tmp, key).await {
+                let _ = op.delete(&tmp).await;
+                return Err(e);
+            }
+            Ok(())
+        })
+        .map_err(|e| self.store_err(key, e))
+    }
+
+    /// Keys of the objects directly under `prefix` (a folder, `""` for the root), sorted.
+    pub fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let entries = self
+            .block_on(self.inner.op.list(prefix))
+            .map_err(|e| self.store_err(prefix, e))?;
+        let mut keys: Vec<String> = entries
+            .into_iter()
+            .filter(|e| e.metadata().is_file())
+            .map(|e| e.path().to_owned())
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// A ranged byte source over object `key`. Its length is fetched once, lazily.
+    pub fn source(&self, key: &str) -> ObjectSource {
+        ObjectSource {
+            store: self.clone(),
+            name: self.name_of(key),
+            key: key.to_owned(),
+            len: OnceLock::new(),
+        }
+    }
+}
+
+fn s3_operator(rest: &str, options: &StoreOptions) -> std::result::Result<Operator, String> {
+    let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (bucket, prefix) = location.split_once('/').unwrap_or((location, ""));
+    if bucket.is_empty() {
+        return Err("missing bucket name".into());
+    }
+    let mut builder = opendal::services::S3::default()
+        .bucket(bucket)
+        .root(&format!("/{}", prefix.trim_matches('/')));
+    let mut region = None;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "endpoint" => builder = builder.endpoint(v),
+            "region" => region = Some(v.to_owned()),
+            other => return Err(format!("unknown query parameter `{other}`")),
+        }
+    }
+    // A region is required by the signer; S3-compatible servers accept any.
+    let region = region
+        .or_else(|| std::env::var("AWS_REGION").ok())
+        .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+        .unwrap_or_else(|| "us-east-1".to_owned());
+    builder = builder.region(&region);
+    if let Some(key) = &options.access_key_id {
+        builder = builder.access_key_id(key);
+    }
+    if let Some(secret) = &options.secret_access_key {
+        builder = builder.secret_access_key(secret);
+    }
+    let op = Operator::new(builder).map_err(|e| e.to_string())?;
+    // The transport is set on this operator only, so Reel installs no process-wide state.
+    let transport =
+        opendal::HttpTransporter::new(opendal_http_transport_reqwest::ReqwestTransport::default());
+    Ok(op.with_context(OperationContext::new().with_http_transport(transport)))
+}
+
+/// One object of a [`Store`] as a [`ByteSource`]: each `read_range` is one ranged GET.
+#[derive(Debug)]
+pub struct ObjectSource {
+    store: Store,
+    key: String,
+    name: String,
+    len: OnceLock<u64>,
+}
+
+impl ObjectSource {
+    /// The object's key inside its store.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+impl ByteSource for ObjectSource {
+    fn len(&self) -> Result<u64> {
+        if let Some(len) = self.len.get() {
+            return Ok(*len);
+        }
+        let len = self.store.len_of(&self.key)?;
+        Ok(*self.len.get_or_init(|| len))
+    }
+
+    fn read_range(&self, range: Range<u64>) -> Result<Bytes> {
+        check_range(&self.name, &range, self.len()?)?;
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let op = &self.store.inner.op;
+        let buf = self
+            .store
+            .block_on(op.read_with(&self.key).range(range.clone()))
+            .map_err(|e| self.store.store_err(&self.key, e))?;
+        let bytes = buf.to_bytes();
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(Error::ShortRead {
+                name: self.name.clone(),
+                expected: range.end - range.start,
+                got: bytes.len() as u64,
+            });
+        }
+        Ok(bytes)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Splits an object URI into its store URI and key: `s3://b/eps/x.mcap?region=r` becomes
+/// (`s3://b/eps?region=r`, `x.mcap`); `/data/x.mcap` becomes (`/data`, `x.mcap`).
+pub fn split_object_uri(uri: &str) -> Result<(String, String)> {
+    let (location, query) = match uri.split_once('?') {
+        Some((l, q)) => (l, Some(q)),
+        None => (uri, None),
+    };
+    let not_object = || Error::InvalidUri {
+        uri: uri.to_owned(),
+        reason: "expected a path to an object, not a folder".into(),
+    };
+    if let Some(rest) = location.strip_prefix("s3://")
+        && !rest.contains('/')
+    {
+        return Err(not_object());
+    }
+    let Some((parent, key)) = location.rsplit_once('/') else {
+        return Ok((".".to_owned(), location.to_owned()));
+    };
+    if key.is_empty() {
+        return Err(not_object());
+    }
+    let parent = if parent.is_empty() { "/" } else { parent };
+    let store = match query {
+        Some(q) => format!("{parent}?{q}"),
+        None => parent.to_owned(),
+    };
+    Ok((store, key.to_owned()))
+}
+
+/// Opens the object at `uri` (local path or S3 URI) as a byte source, through opendal.
+pub fn open_object(uri: &str, options: &StoreOptions) -> Result<ObjectSource> {
+    let (store, key) = split_object_uri(uri)?;
+    Ok(Store::open_with(&store, options)?.source(&key))
+}

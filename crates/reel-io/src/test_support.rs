@@ -1,0 +1,122 @@
+//! A local S3-compatible server for tests of S3 paths (feature `test-support`).
+//!
+//! Starts `s3s-fs` on 127.0.0.1 with a free port, serving a temporary folder. The binary is
+//! looked up in `$REEL_S3S_FS`, then `$HOME/.cache/reel/tools/bin/s3s-fs`, then `PATH`.
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{Error, Result, Store, StoreOptions};
+
+const ACCESS_KEY: &str = "reel-test";
+const SECRET_KEY: &str = "reel-test-secret";
+
+/// A running `s3s-fs`; stopped and its folder removed on drop.
+#[derive(Debug)]
+pub struct S3Server {
+    child: Child,
+    port: u16,
+    root: tempfile::TempDir,
+}
+
+/// Where the `s3s-fs` binary is, if installed.
+pub fn s3s_fs_binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("REEL_S3S_FS") {
+        return Some(PathBuf::from(path));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let path = Path::new(&home).join(".cache/reel/tools/bin/s3s-fs");
+        if path.is_file() {
+            return Some(path);
+        }
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("s3s-fs"))
+        .find(|p| p.is_file())
+}
+
+impl S3Server {
+    /// Starts a server with an empty bucket named `bucket`. Returns `Ok(None)` (after a loud
+    /// message on stderr) when the binary is not installed, so callers can skip.
+    pub fn start(bucket: &str) -> Result<Option<Self>> {
+        let Some(binary) = s3s_fs_binary() else {
+            eprintln!(
+                "\n*** SKIPPING S3 TEST: s3s-fs not found (set REEL_S3S_FS or install it with \
+                 `cargo install s3s-fs --version 0.14.1 --features binary`) ***\n"
+            );
+            return Ok(None);
+        };
+        let io_err = |source| Error::Io {
+            name: binary.display().to_string(),
+            source,
+        };
+        let root = tempfile::tempdir().map_err(io_err)?;
+        std::fs::create_dir(root.path().join(bucket)).map_err(io_err)?;
+        // Ask the OS for a free port; the tiny window before s3s-fs binds it is acceptable in tests.
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .map_err(io_err)?
+            .port();
+        let child = Command::new(&binary)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
+            .arg(root.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(io_err)?;
+        let server = Self { child, port, root };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+            if Instant::now() > deadline {
+                return Err(io_err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "s3s-fs did not start listening within 10 s",
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(Some(server))
+    }
+
+    /// The store URI of `prefix` in `bucket` on this server.
+    pub fn uri(&self, bucket: &str, prefix: &str) -> String {
+        format!(
+            "s3://{bucket}/{prefix}?endpoint=http://127.0.0.1:{}&region=us-east-1",
+            self.port
+        )
+    }
+
+    /// The port the server listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Credentials accepted by this server.
+    pub fn options(&self) -> StoreOptions {
+        StoreOptions {
+            access_key_id: Some(ACCESS_KEY.to_owned()),
+            secret_access_key: Some(SECRET_KEY.to_owned()),
+        }
+    }
+
+    /// Opens `prefix` in `bucket` as a store.
+    pub fn store(&self, bucket: &str, prefix: &str) -> Result<Store> {
+        Store::open_with(&self.uri(bucket, prefix), &self.options())
+    }
+
+    /// The local folder served (bucket folders inside).
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,129 @@
+//! Every source returns the same bytes for the same ranges, and rejects bad ranges.
+
+#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
+
+use reel_io::test_support::S3Server;
+use reel_io::{
+    ByteSource, CountingSource, Error, FileSource, MemorySource, MmapSource, Store, open_object,
+    split_object_uri, write_file_atomic,
+};
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+fn check_source(source: &dyn ByteSource, data: &[u8]) {
+    let len = data.len() as u64;
+    assert_eq!(source.len().unwrap(), len);
+    for range in [0..0, 0..1, 5..4096, 1000..len, 0..len] {
+        let got = source.read_range(range.clone()).unwrap();
+        assert_eq!(
+            &got[..],
+            &data[range.start as usize..range.end as usize],
+            "{range:?}"
+        );
+    }
+    let err = source.read_range(len - 2..len + 1).unwrap_err();
+    assert!(matches!(err, Error::OutOfBounds { .. }), "{err}");
+    assert!(err.to_string().contains(source.name()), "{err}");
+}
+
+#[test]
+fn local_sources_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = pattern(100_000);
+    let path = dir.path().join("x.bin");
+    write_file_atomic(&path, &data).unwrap();
+    // No temporary file is left behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+    check_source(&FileSource::open(&path).unwrap(), &data);
+    check_source(&MmapSource::open(&path).unwrap(), &data);
+    check_source(&MemorySource::new("mem", data.clone()), &data);
+
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    check_source(&store.source("x.bin"), &data);
+    let object = open_object(path.to_str().unwrap(), &Default::default()).unwrap();
+    check_source(&object, &data);
+}
+
+#[test]
+fn counting_source_counts_reads_and_bytes() {
+    let data = pattern(1000);
+    let source = CountingSource::new(MemorySource::new("mem", data));
+    source.read_range(0..10).unwrap();
+    source.read_range(100..400).unwrap();
+    let _ = source.read_range(999..2000);
+    assert_eq!(source.stats().reads, 2);
+    assert_eq!(source.stats().bytes, 310);
+    source.reset();
+    assert_eq!(source.stats(), Default::default());
+}
+
+#[test]
+fn missing_objects_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = FileSource::open(dir.path().join("nope.mcap")).unwrap_err();
+    assert!(err.to_string().contains("nope.mcap"), "{err}");
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let err = store.source("nope.mcap").len().unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert!(err.to_string().contains("nope.mcap"), "{err}");
+}
+
+#[test]
+fn store_writes_atomically_and_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    store.write_atomic("eps/a.mcap", b"aaa".to_vec()).unwrap();
+    store.write_atomic("eps/b.mcap", b"bb".to_vec()).unwrap();
+    store.write_atomic("eps/a.mcap", b"AAAA".to_vec()).unwrap();
+    assert_eq!(store.list("eps/").unwrap(), ["eps/a.mcap", "eps/b.mcap"]);
+    assert_eq!(&store.read("eps/a.mcap").unwrap()[..], b"AAAA");
+}
+
+#[test]
+fn object_uris_split_into_store_and_key() {
+    let (store, key) = split_object_uri("s3://b/eps/x.mcap?endpoint=http://h:1&region=r").unwrap();
+    assert_eq!(store, "s3://b/eps?endpoint=http://h:1&region=r");
+    assert_eq!(key, "x.mcap");
+    assert_eq!(
+        split_object_uri("/data/x.mcap").unwrap(),
+        ("/data".into(), "x.mcap".into())
+    );
+    assert_eq!(
+        split_object_uri("x.mcap").unwrap(),
+        (".".into(), "x.mcap".into())
+    );
+    assert!(split_object_uri("s3://bucket").is_err());
+    assert!(split_object_uri("/data/").is_err());
+    let err = Store::open("s3://b/p?colour=blue").unwrap_err();
+    assert!(matches!(err, Error::InvalidUri { .. }), "{err}");
+}
+
+#[test]
+fn s3_store_serves_ranges() {
+    let Some(server) = S3Server::start("landing").unwrap() else {
+        return;
+    };
+    let store = server.store("landing", "episodes").unwrap();
+    let data = pattern(300_000);
+    store.write_atomic("ep-0.mcap", data.clone()).unwrap();
+    // The object landed under the prefix, in the server's folder.
+    assert!(server.root().join("landing/episodes/ep-0.mcap").is_file());
+    assert_eq!(store.list("").unwrap(), ["ep-0.mcap"]);
+
+    let source = CountingSource::new(store.source("ep-0.mcap"));
+    check_source(&source, &data);
+    assert_eq!(source.stats().reads, 5);
+
+    let uri = format!(
+        "s3://landing/episodes/ep-0.mcap?endpoint=http://127.0.0.1:{}",
+        server.port()
+    );
+    let object = open_object(&uri, &server.options()).unwrap();
+    check_source(&object, &data);
+
+    let err = store.source("missing.mcap").len().unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+}
