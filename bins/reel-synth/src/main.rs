@@ -1,0 +1,164 @@
+//! `reel-synth`: write realistic synthetic landing episodes.
+//!
+//! One JSON line per episode on stdout (path, bytes, duration, counts per
+//! topic); a progress bar on stderr.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use reel_synth::{FaultKind, FaultRates, Flavor, SynthConfig, write_episode};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum FlavorArg {
+    Ros2,
+    Foxglove,
+}
+
+/// Write realistic synthetic robot landing episodes (MCAP) with optional,
+/// ground-truthed fault injection.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Output folder (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+    /// Number of episodes.
+    #[arg(long, default_value_t = 4)]
+    episodes: u64,
+    /// Length of each episode in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Seed: the same seed gives byte-identical files.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Index of the first episode (to extend a corpus with new episodes).
+    #[arg(long, default_value_t = 0)]
+    first: u64,
+    /// Cameras per episode (1-6).
+    #[arg(long, default_value_t = 3)]
+    cameras: usize,
+    #[arg(long, default_value_t = 320)]
+    width: u32,
+    #[arg(long, default_value_t = 240)]
+    height: u32,
+    #[arg(long, default_value_t = 30.0)]
+    camera_hz: f64,
+    #[arg(long, default_value_t = 200.0)]
+    joint_hz: f64,
+    #[arg(long, default_value_t = 50.0)]
+    action_hz: f64,
+    #[arg(long, default_value_t = 30.0)]
+    hand_hz: f64,
+    /// Clock jitter as a fraction of each stream's period.
+    #[arg(long, default_value_t = 0.1)]
+    jitter: f64,
+    /// Probability that a message is lost in transport.
+    #[arg(long, default_value_t = 0.002)]
+    drop_probability: f64,
+    #[arg(long, default_value_t = 90)]
+    jpeg_quality: u8,
+    /// Faults per episode-minute, for every fault kind (0 = none).
+    #[arg(long, default_value_t = 0.0)]
+    fault_rate: f64,
+    /// Per-kind fault rate, KIND=PER_MINUTE (repeatable); kinds: camera_blackout,
+    /// frozen_frames, corrupt_frame, joint_jump, choppy_joints, hand_pose_dropout, timestamp_gap.
+    #[arg(long = "fault", value_name = "KIND=RATE")]
+    fault: Vec<String>,
+    #[arg(long, value_enum, default_value_t = FlavorArg::Ros2)]
+    flavor: FlavorArg,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+fn fault_rates(args: &Args) -> anyhow::Result<FaultRates> {
+    let mut rates = if args.fault_rate > 0.0 {
+        FaultRates::uniform(args.fault_rate)
+    } else {
+        FaultRates::none()
+    };
+    for spec in &args.fault {
+        let (kind, rate) = spec
+            .split_once('=')
+            .with_context(|| format!("--fault {spec}: expected KIND=RATE"))?;
+        let Some(kind) = FaultKind::from_name(kind) else {
+            bail!("--fault {spec}: unknown fault kind {kind:?}")
+        };
+        let rate: f64 = rate
+            .parse()
+            .with_context(|| format!("--fault {spec}: rate is not a number"))?;
+        rates = rates.with(kind, rate);
+    }
+    Ok(rates)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let config = SynthConfig {
+        seed: args.seed,
+        seconds: args.seconds,
+        cameras: args.cameras,
+        width: args.width,
+        height: args.height,
+        camera_hz: args.camera_hz,
+        joint_hz: args.joint_hz,
+        action_hz: args.action_hz,
+        hand_hz: args.hand_hz,
+        jitter: args.jitter,
+        drop_probability: args.drop_probability,
+        jpeg_quality: args.jpeg_quality,
+        faults: fault_rates(&args)?,
+        flavor: match args.flavor {
+            FlavorArg::Ros2 => Flavor::Ros2,
+            FlavorArg::Foxglove => Flavor::Foxglove,
+        },
+    };
+    if let Some(threads) = args.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build_global()?;
+    }
+    let progress = ProgressBar::new(args.episodes).with_style(
+        ProgressStyle::with_template(
+            "{spinner} synth {pos}/{len} episodes [{bar:30}] {per_sec} eta {eta}",
+        )?
+        .progress_chars("=> "),
+    );
+    let stdout = Mutex::new(std::io::stdout());
+    let failures: Vec<String> = (args.first..args.first + args.episodes)
+        .into_par_iter()
+        .filter_map(|index| {
+            let result = write_episode(&config, index, &args.out)
+                .map_err(anyhow::Error::from)
+                .and_then(|written| Ok(serde_json::to_string(&written)?));
+            progress.inc(1);
+            match result {
+                Ok(line) => {
+                    use std::io::Write;
+                    let mut out = stdout.lock().unwrap_or_else(|e| e.into_inner());
+                    writeln!(out, "{line}")
+                        .err()
+                        .map(|e| format!("episode {index}: stdout: {e}"))
+                }
+                Err(e) => Some(format!("episode {index}: {e:#}")),
+            }
+        })
+        .collect();
+    progress.finish_and_clear();
+    for failure in &failures {
+        eprintln!("reel-synth: {failure}");
+    }
+    if !failures.is_empty() {
+        bail!("{} of {} episodes failed", failures.len(), args.episodes);
+    }
+    eprintln!(
+        "reel-synth: wrote {} episodes to {}",
+        args.episodes,
+        args.out.display()
+    );
+    Ok(())
+}
