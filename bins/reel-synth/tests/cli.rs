@@ -1,0 +1,156 @@
+//! Runs the `reel-synth` binary and checks its files with an independent
+//! reader: the Python `mcap` package (with its ROS 2 and protobuf decoders).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("REEL_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let venv = home.join(".cache/reel/venv/bin/python");
+    assert!(
+        venv.exists(),
+        "{} is missing: run scripts/setup.sh (or set REEL_PYTHON)",
+        venv.display()
+    );
+    venv
+}
+
+fn synth(out: &Path, extra: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_reel-synth"))
+        .args([
+            "--out",
+            out.to_str().expect("utf-8 path"),
+            "--width",
+            "96",
+            "--height",
+            "72",
+            "--threads",
+            "2",
+        ])
+        .args(extra)
+        .output()
+        .expect("reel-synth runs");
+    assert!(
+        output.status.success(),
+        "reel-synth failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8 stdout")
+}
+
+#[test]
+fn python_mcap_reads_every_file_of_both_flavours() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut lines = synth(
+        dir.path(),
+        &[
+            "--episodes",
+            "3",
+            "--seconds",
+            "8",
+            "--fault-rate",
+            "6",
+            "--seed",
+            "5",
+        ],
+    );
+    lines += &synth(
+        dir.path(),
+        &[
+            "--episodes",
+            "2",
+            "--first",
+            "3",
+            "--seconds",
+            "3",
+            "--flavor",
+            "foxglove",
+        ],
+    );
+    assert_eq!(lines.lines().count(), 5, "one JSON line per episode");
+    let reports = dir.path().join("reports.jsonl");
+    std::fs::write(&reports, &lines).expect("writes");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../crates/reel-synth/tests/python/check_landing.py"
+    );
+    let output = Command::new(python())
+        .arg(script)
+        .arg(&reports)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "python check failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("checked 5 episodes"), "{stdout}");
+}
+
+#[test]
+fn same_seed_same_bytes_from_the_cli() {
+    let (a, b) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let args = [
+        "--episodes",
+        "2",
+        "--seconds",
+        "2",
+        "--fault-rate",
+        "10",
+        "--seed",
+        "9",
+    ];
+    synth(a.path(), &args);
+    synth(b.path(), &args);
+    let mut names: Vec<_> = std::fs::read_dir(a.path())
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "two episodes and two sidecars: {names:?}");
+    for name in names {
+        let (x, y) = (
+            std::fs::read(a.path().join(&name)).expect("reads"),
+            std::fs::read(b.path().join(&name)).expect("reads"),
+        );
+        assert!(x == y, "{name:?} differs between runs");
+    }
+}
+
+#[test]
+fn bad_arguments_fail_with_a_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(env!("CARGO_BIN_EXE_reel-synth"))
+        .args([
+            "--out",
+            dir.path().to_str().expect("utf-8"),
+            "--fault",
+            "lens_flare=3",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown fault kind"));
+    let output = Command::new(env!("CARGO_BIN_EXE_reel-synth"))
+        .args([
+            "--out",
+            dir.path().to_str().expect("utf-8"),
+            "--cameras",
+            "0",
+            "--episodes",
+            "1",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cameras must be between 1 and 6"));
+}
