@@ -28,6 +28,7 @@ pub mod newton_schulz;
 pub mod optimizer;
 pub mod shard;
 pub mod spectral;
+pub mod state;
 
 pub use comm::{ByteCount, Communicator, Group, InProcessComm, Topology, in_process_cluster};
 pub use error::{MuonError, Result};

@@ -298,14 +298,6 @@ impl Muon {
         self.states.iter().flatten().map(ParamState::bytes).sum()
     }
 
-    pub(crate) fn muon_config(&self) -> &MuonConfig {
-        &self.muon
-    }
-
-    pub(crate) fn adamw_config(&self) -> &AdamWConfig {
-        &self.adamw
-    }
-
     pub(crate) fn set_step_count(&mut self, step: u64) {
         self.step = step;
     }

@@ -200,7 +200,9 @@ fn conv_weights_are_flattened_to_out_by_rest() {
     .expect("optimizer");
     let g = gaussian(8, 12, 12);
     let mut params = [vec![0.0f32; 96]];
-    optimizer.step(&mut params, std::slice::from_ref(&g)).expect("step");
+    optimizer
+        .step(&mut params, std::slice::from_ref(&g))
+        .expect("step");
     let exact = newton_schulz_oracle(&g, 8, 12, DEFAULT_COEFFICIENTS, 5).expect("oracle");
     let expected: Vec<f64> = exact.iter().map(|u| -1e-3 * u).collect();
     assert!(relative_error(&params[0], &expected) < 1e-5);

@@ -73,3 +73,21 @@ pub fn tiny_transformer(d: usize, layers: usize, vocab: usize) -> Vec<ParamSpec>
     specs.push(ParamSpec::adamw("head", [vocab, d]));
     specs
 }
+
+/// Runs `rank_main` on every rank of an in-process cluster, one thread each; results in rank order.
+pub fn run_ranks<T: Send>(
+    topology: reel_muon::Topology,
+    rank_main: impl Fn(reel_muon::InProcessComm) -> T + Sync,
+) -> Vec<T> {
+    let rank_main = &rank_main;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = reel_muon::in_process_cluster(topology)
+            .into_iter()
+            .map(|comm| scope.spawn(move || rank_main(comm)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank thread"))
+            .collect()
+    })
+}

@@ -1,0 +1,210 @@
+//! Sharded strategies on simulated clusters: bit-identical parameters, state only on owners, and the
+//! bytes each rank receives.
+
+mod common;
+
+use common::{gaussian, run_ranks, tiny_transformer};
+use reel_muon::{
+    AdamWConfig, Communicator, Group, Muon, MuonConfig, ParamSpec, ShardedMuon, Strategy, Topology,
+    in_process_cluster,
+};
+
+const STEPS: u64 = 3;
+
+fn config() -> (MuonConfig, AdamWConfig) {
+    (
+        MuonConfig {
+            lr: 0.02,
+            ..MuonConfig::default()
+        },
+        AdamWConfig {
+            lr: 3e-3,
+            ..AdamWConfig::default()
+        },
+    )
+}
+
+fn initial_params(specs: &[ParamSpec]) -> Vec<Vec<f32>> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| gaussian(1, s.numel(), 1000 + i as u64))
+        .collect()
+}
+
+/// The reduced gradients of step `step`, the same on every rank.
+fn grads(specs: &[ParamSpec], step: u64) -> Vec<Vec<f32>> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| gaussian(1, s.numel(), 7919 * step + i as u64))
+        .collect()
+}
+
+fn single_reference(specs: &[ParamSpec]) -> Vec<Vec<f32>> {
+    let (muon, adamw) = config();
+    let mut optimizer = Muon::new(specs.to_vec(), muon, adamw).expect("optimizer");
+    let mut params = initial_params(specs);
+    for step in 0..STEPS {
+        optimizer
+            .step(&mut params, &grads(specs, step))
+            .expect("step");
+    }
+    params
+}
+
+struct RankResult {
+    params: Vec<Vec<f32>>,
+    owned: Vec<bool>,
+    state_bytes: usize,
+    received: reel_muon::ByteCount,
+}
+
+fn run_cluster(specs: &[ParamSpec], strategy: Strategy, topology: Topology) -> Vec<RankResult> {
+    let (muon, adamw) = config();
+    run_ranks(topology, |comm| {
+        let mut optimizer =
+            ShardedMuon::new(specs.to_vec(), strategy, comm, muon, adamw).expect("optimizer");
+        let mut params = initial_params(specs);
+        for step in 0..STEPS {
+            optimizer
+                .step(&mut params, &grads(specs, step))
+                .expect("step");
+        }
+        RankResult {
+            params,
+            owned: (0..specs.len())
+                .map(|i| optimizer.optimizer().owns(i))
+                .collect(),
+            state_bytes: optimizer.optimizer().state_bytes(),
+            received: optimizer.comm().bytes_received(),
+        }
+    })
+}
+
+fn topologies() -> Vec<Topology> {
+    [(1, 1), (1, 2), (1, 4), (1, 8), (2, 1), (2, 2), (2, 4)]
+        .into_iter()
+        .map(|(n, g)| Topology::new(n, g).expect("topology"))
+        .collect()
+}
+
+#[test]
+fn every_strategy_and_world_size_is_bit_identical_to_single() {
+    let specs = tiny_transformer(16, 2, 40);
+    let reference = single_reference(&specs);
+    let total_state: usize = Muon::new(specs.clone(), config().0, config().1)
+        .expect("optimizer")
+        .state_bytes();
+    for topology in topologies() {
+        for strategy in [Strategy::Single, Strategy::Global, Strategy::Hybrid] {
+            let ranks = run_cluster(&specs, strategy, topology);
+            for (rank, result) in ranks.iter().enumerate() {
+                for ((spec, got), want) in specs.iter().zip(&result.params).zip(&reference) {
+                    let same = got
+                        .iter()
+                        .zip(want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "{strategy} on {topology:?}: rank {rank} differs in {}",
+                        spec.name
+                    );
+                }
+            }
+            // Each parameter has exactly one owner per gather group; state lives only there.
+            let copies = match strategy {
+                Strategy::Single => topology.world_size(),
+                Strategy::Global => 1,
+                Strategy::Hybrid => topology.nodes,
+            };
+            for index in 0..specs.len() {
+                let owners = ranks.iter().filter(|r| r.owned[index]).count();
+                assert_eq!(
+                    owners, copies,
+                    "{strategy} on {topology:?}: owners of {}",
+                    specs[index].name
+                );
+            }
+            let held: usize = ranks.iter().map(|r| r.state_bytes).sum();
+            assert_eq!(held, copies * total_state, "{strategy} on {topology:?}");
+        }
+    }
+}
+
+#[test]
+fn global_gathers_across_nodes_and_hybrid_stays_on_the_node() {
+    let specs = tiny_transformer(16, 2, 40);
+    let topology = Topology::new(2, 4).expect("topology");
+    for strategy in [Strategy::Global, Strategy::Hybrid] {
+        let ranks = run_cluster(&specs, strategy, topology);
+        let comm = in_process_cluster(topology)
+            .into_iter()
+            .next()
+            .expect("rank 0");
+        let plan =
+            ShardedMuon::new(specs.clone(), strategy, comm, config().0, config().1).expect("plan");
+        let chunk_bytes = 4 * plan.gather_chunk() as u64;
+        for result in &ranks {
+            let (intra, inter) = match strategy {
+                // 3 chunks from the own node, 4 from the other, per step.
+                Strategy::Global => (3 * chunk_bytes * STEPS, 4 * chunk_bytes * STEPS),
+                _ => (3 * chunk_bytes * STEPS, 0),
+            };
+            assert_eq!(result.received.intra_node, intra, "{strategy}");
+            assert_eq!(result.received.inter_node, inter, "{strategy}");
+        }
+    }
+}
+
+#[test]
+fn collectives_of_the_in_process_backend() {
+    let topology = Topology::new(2, 2).expect("topology");
+    std::thread::scope(|scope| {
+        for mut comm in in_process_cluster(topology) {
+            scope.spawn(move || {
+                let rank = comm.rank() as f32;
+                let mut sum = vec![rank, 1.0];
+                comm.all_reduce(Group::World, &mut sum).expect("all_reduce");
+                assert_eq!(sum, vec![6.0, 4.0]);
+
+                let mut node_sum = vec![rank];
+                comm.all_reduce(Group::Node, &mut node_sum)
+                    .expect("all_reduce");
+                let expected = if comm.rank() < 2 { 1.0 } else { 5.0 };
+                assert_eq!(node_sum, vec![expected]);
+
+                let mut buf = if comm.rank() == 3 {
+                    vec![9.0, 8.0]
+                } else {
+                    vec![0.0, 0.0]
+                };
+                comm.broadcast(Group::World, 3, &mut buf)
+                    .expect("broadcast");
+                assert_eq!(buf, vec![9.0, 8.0]);
+
+                let send: Vec<f32> = (0..4).map(|i| rank * 10.0 + i as f32).collect();
+                let mut part = vec![0.0];
+                comm.reduce_scatter(Group::World, &send, &mut part)
+                    .expect("reduce_scatter");
+                // Σ_r (10r + i) = 60 + 4i for segment i = rank.
+                assert_eq!(part, vec![60.0 + 4.0 * comm.rank() as f32]);
+
+                let mut gathered = vec![0.0; 2];
+                comm.all_gather(Group::Node, &[rank], &mut gathered)
+                    .expect("all_gather");
+                let first = (comm.rank() / 2 * 2) as f32;
+                assert_eq!(gathered, vec![first, first + 1.0]);
+                comm.barrier(Group::World).expect("barrier");
+
+                // Mismatched lengths are an error on every member, not a hang.
+                let len = if comm.rank() == 0 { 1 } else { 2 };
+                let mut out = vec![0.0; 4 * len];
+                assert!(
+                    comm.all_gather(Group::World, &vec![0.0; len], &mut out)
+                        .is_err()
+                );
+            });
+        }
+    });
+}
