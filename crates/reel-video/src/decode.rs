@@ -1,0 +1,241 @@
+//! Decoding: H.264 runs from a keyframe, and JPEG/PNG landing frames.
+
+use ffmpeg_next::codec::{self, Id};
+use ffmpeg_next::util::frame::Video as Frame;
+use ffmpeg_next::{Packet, decoder};
+
+use crate::encode::H264;
+use crate::scale::Scaler;
+use crate::{Error, Result, RgbImage, ffmpeg_err};
+
+fn open_decoder(id: Id, name: &'static str) -> Result<decoder::Video> {
+    let codec = decoder::find(id).ok_or(Error::CodecMissing(name))?;
+    let mut context = codec::context::Context::new_with_codec(codec);
+    // One decoder per worker thread: frame threading would only add latency and memory.
+    context.set_threading(codec::threading::Config {
+        kind: codec::threading::Type::None,
+        count: 1,
+        ..Default::default()
+    });
+    context
+        .decoder()
+        .video()
+        .map_err(ffmpeg_err("opening a decoder"))
+}
+
+fn is_again(e: &ffmpeg_next::Error) -> bool {
+    matches!(e, ffmpeg_next::Error::Other { errno } if *errno == ffmpeg_next::util::error::EAGAIN)
+}
+
+/// Decodes H.264 access units to RGB. Keep one per worker thread.
+pub struct H264Decoder {
+    decoder: decoder::Video,
+    scaler: Scaler,
+    frame: Frame,
+}
+
+impl std::fmt::Debug for H264Decoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("H264Decoder")
+    }
+}
+
+impl H264Decoder {
+    /// Opens FFmpeg's native H.264 decoder, single-threaded.
+    pub fn new() -> Result<Self> {
+        Ok(Self {
+            decoder: open_decoder(H264, "h264")?,
+            scaler: Scaler::default(),
+            frame: Frame::empty(),
+        })
+    }
+
+    /// Decodes `units` in order — the first must be a keyframe — and returns the pictures
+    /// of the units at indexes `wanted` (into `units`, in the order given), as RGB at
+    /// `size` (width, height) or the stream's own size. Units after the last wanted one are
+    /// not decoded. The decoder is reset afterwards, ready for an unrelated run.
+    pub fn decode_run(
+        &mut self,
+        units: &[&[u8]],
+        wanted: &[usize],
+        size: Option<(usize, usize)>,
+    ) -> Result<Vec<RgbImage>> {
+        let Some(&last) = wanted.iter().max() else {
+            return Ok(Vec::new());
+        };
+        if last >= units.len() {
+            return Err(Error::InvalidInput(format!(
+                "frame {last} requested from a run of {} access units",
+                units.len()
+            )));
+        }
+        let mut pictures: Vec<Option<RgbImage>> = vec![None; wanted.len()];
+        let result = self.decode_into(&units[..=last], wanted, size, &mut pictures);
+        // Reset whatever happened, so a corrupt run cannot poison the next one.
+        self.decoder.flush();
+        result?;
+        pictures
+            .into_iter()
+            .zip(wanted)
+            .map(|(p, i)| p.ok_or_else(|| Error::NoPicture(format!("access unit {i} of the run"))))
+            .collect()
+    }
+
+    fn decode_into(
+        &mut self,
+        units: &[&[u8]],
+        wanted: &[usize],
+        size: Option<(usize, usize)>,
+        pictures: &mut [Option<RgbImage>],
+    ) -> Result<()> {
+        for (i, unit) in units.iter().enumerate() {
+            let mut packet = Packet::copy(unit);
+            packet.set_pts(Some(i as i64));
+            packet.set_dts(Some(i as i64));
+            self.decoder
+                .send_packet(&packet)
+                .map_err(|source| Error::Decode {
+                    what: "an H.264 access unit",
+                    source,
+                })?;
+            self.receive(wanted, size, pictures)?;
+        }
+        self.decoder.send_eof().map_err(|source| Error::Decode {
+            what: "the end of an H.264 run",
+            source,
+        })?;
+        self.receive(wanted, size, pictures)
+    }
+
+    fn receive(
+        &mut self,
+        wanted: &[usize],
+        size: Option<(usize, usize)>,
+        pictures: &mut [Option<RgbImage>],
+    ) -> Result<()> {
+        loop {
+            match self.decoder.receive_frame(&mut self.frame) {
+                Ok(()) => {
+                    let index = self.frame.pts().unwrap_or(-1);
+                    for (slot, _) in pictures
+                        .iter_mut()
+                        .zip(wanted)
+                        .filter(|(_, w)| **w as i64 == index)
+                    {
+                        *slot = Some(self.scaler.convert_to_rgb(&self.frame, size)?);
+                    }
+                }
+                Err(ffmpeg_next::Error::Eof) => return Ok(()),
+                Err(e) if is_again(&e) => return Ok(()),
+                Err(source) => {
+                    return Err(Error::Decode {
+                        what: "an H.264 picture",
+                        source,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Still-image formats found in landing logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// JPEG (`jpeg`, `jpg`).
+    Jpeg,
+    /// PNG.
+    Png,
+}
+
+impl ImageFormat {
+    /// Parses a format name as written in `CompressedImage.format` (`jpeg`, `png`,
+    /// `rgb8; jpeg compressed bgr8`, ...).
+    pub fn from_name(name: &str) -> Option<Self> {
+        let name = name.to_ascii_lowercase();
+        if name.contains("png") {
+            Some(Self::Png)
+        } else if name.contains("jpeg") || name.contains("jpg") {
+            Some(Self::Jpeg)
+        } else {
+            None
+        }
+    }
+
+    /// Recognises the format from the first bytes.
+    pub fn sniff(data: &[u8]) -> Option<Self> {
+        if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            Some(Self::Jpeg)
+        } else if data.starts_with(b"\x89PNG\r\n\x1a\n") {
+            Some(Self::Png)
+        } else {
+            None
+        }
+    }
+}
+
+/// Decodes JPEG and PNG images to RGB, keeping one FFmpeg decoder per format.
+pub struct ImageDecoder {
+    jpeg: Option<decoder::Video>,
+    png: Option<decoder::Video>,
+    scaler: Scaler,
+    frame: Frame,
+}
+
+impl std::fmt::Debug for ImageDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ImageDecoder")
+    }
+}
+
+impl Default for ImageDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ImageDecoder {
+    /// A decoder; codecs are opened on first use.
+    pub fn new() -> Self {
+        Self {
+            jpeg: None,
+            png: None,
+            scaler: Scaler::default(),
+            frame: Frame::empty(),
+        }
+    }
+
+    /// Decodes one image to RGB at its own size.
+    pub fn decode(&mut self, format: ImageFormat, data: &[u8]) -> Result<RgbImage> {
+        let (slot, id, name, what) = match format {
+            ImageFormat::Jpeg => (&mut self.jpeg, Id::MJPEG, "mjpeg", "a JPEG image"),
+            ImageFormat::Png => (&mut self.png, Id::PNG, "png", "a PNG image"),
+        };
+        if ImageFormat::sniff(data) != Some(format) {
+            return Err(Error::Decode {
+                what,
+                source: ffmpeg_next::Error::InvalidData,
+            });
+        }
+        let decoder = match slot {
+            Some(d) => d,
+            None => slot.insert(open_decoder(id, name)?),
+        };
+        let result = (|| {
+            decoder
+                .send_packet(&Packet::copy(data))
+                .map_err(|source| Error::Decode { what, source })?;
+            decoder
+                .receive_frame(&mut self.frame)
+                .map_err(|source| Error::Decode { what, source })
+        })();
+        // Image codecs are intra-only; a flush keeps a failed image from leaking into the next.
+        if result.is_err() {
+            decoder.flush();
+        }
+        result?;
+        if self.frame.width() == 0 || self.frame.height() == 0 {
+            return Err(Error::NoPicture(what.to_owned()));
+        }
+        self.scaler.convert_to_rgb(&self.frame, None)
+    }
+}

@@ -1,0 +1,214 @@
+//! H.264 encoding with libx264.
+
+use ffmpeg_next::codec::{self, Id};
+use ffmpeg_next::format::Pixel;
+use ffmpeg_next::util::frame::Video as Frame;
+use ffmpeg_next::{Dictionary, Packet, Rational, encoder};
+
+use crate::scale::Scaler;
+use crate::{Error, Result, RgbImage, ffmpeg_err};
+
+/// Chroma subsampling of the encoded stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChromaFormat {
+    /// 4:2:0, what every hardware and browser decoder plays (Foxglove included).
+    #[default]
+    Yuv420,
+    /// 4:4:4 (High 4:4:4 profile): sharper colour edges, larger, not playable everywhere.
+    Yuv444,
+}
+
+impl ChromaFormat {
+    fn pixel(self) -> Pixel {
+        match self {
+            Self::Yuv420 => Pixel::YUV420P,
+            Self::Yuv444 => Pixel::YUV444P,
+        }
+    }
+}
+
+/// Encoder settings. The defaults are Reel's canonical camera settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncoderConfig {
+    /// Frames per GOP; every GOP starts with an IDR keyframe and stands alone.
+    pub gop: u32,
+    /// Constant rate factor (0 lossless … 51 worst).
+    pub crf: f32,
+    /// libx264 preset (`ultrafast` … `veryslow`).
+    pub preset: String,
+    /// libx264 tune; `fastdecode` disables CABAC and in-loop deblocking costs for cheap decodes.
+    pub tune: Option<String>,
+    /// B-frames between references; 0 keeps decode order equal to presentation order.
+    pub b_frames: u32,
+    /// Chroma subsampling.
+    pub chroma: ChromaFormat,
+    /// Nominal frame rate, used by rate control only (timestamps travel outside the stream).
+    pub fps: u32,
+    /// libx264 threads; 0 lets x264 decide. Use 1 when encoding many streams in parallel.
+    pub threads: u32,
+}
+
+impl Default for EncoderConfig {
+    fn default() -> Self {
+        Self {
+            gop: 30,
+            crf: 23.0,
+            preset: "medium".into(),
+            tune: Some("fastdecode".into()),
+            b_frames: 0,
+            chroma: ChromaFormat::Yuv420,
+            fps: 30,
+            threads: 0,
+        }
+    }
+}
+
+/// One encoded frame: an H.264 access unit in Annex B form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedFrame {
+    /// The access unit (start codes included; keyframes carry SPS and PPS).
+    pub data: Vec<u8>,
+    /// Index of the input frame it encodes (order of [`H264Encoder::push`] calls).
+    pub index: u64,
+    /// Whether this is an IDR keyframe, where decoding can start.
+    pub keyframe: bool,
+}
+
+/// Encodes RGB frames of one camera to H.264. One per stream; not shared between threads.
+pub struct H264Encoder {
+    encoder: encoder::Video,
+    scaler: Scaler,
+    rgb: Frame,
+    yuv: Frame,
+    width: usize,
+    height: usize,
+    next_index: i64,
+}
+
+impl std::fmt::Debug for H264Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "H264Encoder({}x{}, {} frames)",
+            self.width, self.height, self.next_index
+        )
+    }
+}
+
+impl H264Encoder {
+    /// Opens a libx264 encoder for `width` x `height` frames.
+    pub fn new(width: usize, height: usize, config: &EncoderConfig) -> Result<Self> {
+        if width == 0 || height == 0 || width % 2 == 1 || height % 2 == 1 {
+            return Err(Error::InvalidInput(format!(
+                "frame size {width}x{height}: H.264 needs even, non-zero dimensions"
+            )));
+        }
+        if config.gop == 0 || config.fps == 0 {
+            return Err(Error::InvalidInput("gop and fps must be at least 1".into()));
+        }
+        let codec = encoder::find_by_name("libx264").ok_or(Error::CodecMissing("libx264"))?;
+        let mut context = codec::context::Context::new_with_codec(codec)
+            .encoder()
+            .video()
+            .map_err(ffmpeg_err("creating the H.264 encoder"))?;
+        context.set_width(width as u32);
+        context.set_height(height as u32);
+        context.set_format(config.chroma.pixel());
+        context.set_time_base(Rational::new(1, config.fps as i32));
+        context.set_frame_rate(Some(Rational::new(config.fps as i32, 1)));
+        context.set_gop(config.gop);
+        context.set_max_b_frames(config.b_frames as usize);
+        let mut options = Dictionary::new();
+        options.set("preset", &config.preset);
+        if let Some(tune) = &config.tune {
+            options.set("tune", tune);
+        }
+        options.set("crf", &config.crf.to_string());
+        options.set("threads", &config.threads.to_string());
+        // Fixed GOPs (no scene-cut keyframes) so camera chunks align with GOP boundaries;
+        // headers on every keyframe so any GOP decodes alone.
+        options.set(
+            "x264-params",
+            &format!(
+                "keyint={0}:min-keyint={0}:scenecut=0:repeat-headers=1:bframes={1}",
+                config.gop, config.b_frames
+            ),
+        );
+        let encoder = context
+            .open_as_with(codec, options)
+            .map_err(ffmpeg_err("opening libx264"))?;
+        Ok(Self {
+            encoder,
+            scaler: Scaler::default(),
+            rgb: Frame::new(Pixel::RGB24, width as u32, height as u32),
+            yuv: Frame::new(config.chroma.pixel(), width as u32, height as u32),
+            width,
+            height,
+            next_index: 0,
+        })
+    }
+
+    /// Encodes one frame; returns the access units that became ready (possibly none yet,
+    /// libx264 looks ahead).
+    pub fn push(&mut self, frame: &RgbImage) -> Result<Vec<EncodedFrame>> {
+        if frame.width != self.width
+            || frame.height != self.height
+            || frame.data.len() != self.width * self.height * 3
+        {
+            return Err(Error::InvalidInput(format!(
+                "frame {} is {}x{} with {} bytes, the encoder takes {}x{} RGB",
+                self.next_index,
+                frame.width,
+                frame.height,
+                frame.data.len(),
+                self.width,
+                self.height
+            )));
+        }
+        let row = self.width * 3;
+        let stride = self.rgb.stride(0);
+        let plane = self.rgb.data_mut(0);
+        for (y, src) in frame.data.chunks_exact(row).enumerate() {
+            plane[y * stride..y * stride + row].copy_from_slice(src);
+        }
+        self.scaler.run(&self.rgb, &mut self.yuv)?;
+        self.yuv.set_pts(Some(self.next_index));
+        self.next_index += 1;
+        self.encoder
+            .send_frame(&self.yuv)
+            .map_err(ffmpeg_err("sending a frame to libx264"))?;
+        self.drain()
+    }
+
+    /// Flushes the encoder and returns the remaining access units.
+    pub fn finish(mut self) -> Result<Vec<EncodedFrame>> {
+        self.encoder
+            .send_eof()
+            .map_err(ffmpeg_err("flushing libx264"))?;
+        self.drain()
+    }
+
+    fn drain(&mut self) -> Result<Vec<EncodedFrame>> {
+        let mut out = Vec::new();
+        let mut packet = Packet::empty();
+        loop {
+            match self.encoder.receive_packet(&mut packet) {
+                Ok(()) => out.push(EncodedFrame {
+                    data: packet.data().unwrap_or_default().to_vec(),
+                    index: packet.pts().unwrap_or(0).max(0) as u64,
+                    keyframe: packet.is_key(),
+                }),
+                Err(ffmpeg_next::Error::Eof) => break,
+                Err(ffmpeg_next::Error::Other { errno })
+                    if errno == ffmpeg_next::util::error::EAGAIN =>
+                {
+                    break;
+                }
+                Err(e) => return Err(ffmpeg_err("receiving a packet from libx264")(e)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub(crate) const H264: Id = Id::H264;

@@ -1,0 +1,116 @@
+//! Video for Reel: camera frames in, H.264 access units out, and back to RGB.
+//!
+//! * [`H264Encoder`] turns RGB frames into one H.264 access unit (Annex B) per frame with
+//!   libx264: fixed GOP length, CRF rate control, no B-frames and `tune=fastdecode` by
+//!   default, SPS/PPS repeated on every keyframe so each GOP decodes on its own.
+//! * [`H264Decoder`] decodes a run of access units starting at a keyframe and returns the
+//!   frames asked for, as packed RGB at a requested size. Make one per worker thread; it
+//!   holds no shared state.
+//! * [`ImageDecoder`] decodes landing frames (JPEG, PNG) to RGB.
+//! * [`quality`] measures PSNR and SSIM against raw frames, for codec benchmarks.
+//!
+//! ```
+//! use reel_video::{EncoderConfig, H264Decoder, H264Encoder, RgbImage};
+//!
+//! let (w, h) = (64, 48);
+//! let frame = |i: usize| RgbImage::new(w, h, (0..w * h * 3).map(|p| ((p / 3 + i * 4) % 256) as u8).collect());
+//! let config = EncoderConfig { gop: 5, ..EncoderConfig::default() };
+//! let mut encoder = H264Encoder::new(w, h, &config)?;
+//! let mut units = Vec::new();
+//! for i in 0..10 {
+//!     units.extend(encoder.push(&frame(i))?);
+//! }
+//! units.extend(encoder.finish()?);
+//! assert_eq!(units.len(), 10);
+//! assert!(units[5].keyframe && !units[6].keyframe);
+//!
+//! // Frame 7 decodes from its GOP's keyframe, frame 5.
+//! let gop: Vec<&[u8]> = units[5..=7].iter().map(|u| u.data.as_slice()).collect();
+//! let mut decoder = H264Decoder::new()?;
+//! let decoded = decoder.decode_run(&gop, &[2], None)?;
+//! let psnr = reel_video::quality::psnr(&frame(7).data, &decoded[0].data);
+//! assert!(psnr > 30.0, "{psnr}");
+//! # Ok::<(), reel_video::Error>(())
+//! ```
+
+mod decode;
+mod encode;
+pub mod quality;
+mod scale;
+
+pub use decode::{H264Decoder, ImageDecoder, ImageFormat};
+pub use encode::{ChromaFormat, EncodedFrame, EncoderConfig, H264Encoder};
+
+/// Errors of encoding and decoding.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// FFmpeg lacks a codec Reel needs (e.g. built without libx264).
+    #[error("codec `{0}` is not available in this FFmpeg build")]
+    CodecMissing(&'static str),
+    /// A frame or configuration the encoder cannot take.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// Bytes that do not decode (corrupt or truncated image or access unit).
+    #[error("cannot decode {what}: {source}")]
+    Decode {
+        /// What was being decoded.
+        what: &'static str,
+        /// FFmpeg's error.
+        #[source]
+        source: ffmpeg_next::Error,
+    },
+    /// The decoder consumed the input but produced no picture for a requested frame.
+    #[error("decoder produced no picture for {0}")]
+    NoPicture(String),
+    /// Any other FFmpeg failure (opening a codec, scaling).
+    #[error("ffmpeg: {context}: {source}")]
+    Ffmpeg {
+        /// The step that failed.
+        context: &'static str,
+        /// FFmpeg's error.
+        #[source]
+        source: ffmpeg_next::Error,
+    },
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn ffmpeg_err(context: &'static str) -> impl FnOnce(ffmpeg_next::Error) -> Error {
+    move |source| Error::Ffmpeg { context, source }
+}
+
+/// A packed 8-bit RGB image (`width * height * 3` bytes, rows top to bottom).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RgbImage {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// Pixels, `RGBRGB...`.
+    pub data: Vec<u8>,
+}
+
+impl std::fmt::Debug for RgbImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RgbImage({}x{})", self.width, self.height)
+    }
+}
+
+impl RgbImage {
+    /// Wraps packed RGB pixels. `data.len()` must be `width * height * 3`.
+    pub fn new(width: usize, height: usize, data: Vec<u8>) -> Self {
+        Self {
+            width,
+            height,
+            data,
+        }
+    }
+}
+
+/// Lowers FFmpeg's log level to errors only. FFmpeg's logger is process-wide, so this is
+/// for binaries to call, not libraries; libx264 otherwise prints statistics per encoder.
+pub fn quiet_ffmpeg_logs() {
+    ffmpeg_next::util::log::set_level(ffmpeg_next::util::log::Level::Error);
+}

@@ -1,0 +1,98 @@
+//! Pixel-format conversion and resizing through swscale, with the context kept between calls.
+
+use ffmpeg_next::format::Pixel;
+use ffmpeg_next::software::scaling::{Context, Flags};
+use ffmpeg_next::util::frame::Video as Frame;
+
+use crate::{Result, RgbImage, ffmpeg_err};
+
+/// A swscale context rebuilt only when the input or output geometry changes.
+#[derive(Default)]
+pub(crate) struct Scaler {
+    context: Option<(Key, Context)>,
+}
+
+type Key = (Pixel, u32, u32, Pixel, u32, u32);
+
+impl Scaler {
+    pub(crate) fn run(&mut self, src: &Frame, dst: &mut Frame) -> Result<()> {
+        let key = (
+            src.format(),
+            src.width(),
+            src.height(),
+            dst.format(),
+            dst.width(),
+            dst.height(),
+        );
+        let context = match &mut self.context {
+            Some((k, ctx)) if *k == key => ctx,
+            slot => {
+                let ctx = Context::get(
+                    key.0,
+                    key.1,
+                    key.2,
+                    key.3,
+                    key.4,
+                    key.5,
+                    Flags::BILINEAR
+                        | Flags::ACCURATE_RND
+                        | Flags::FULL_CHR_H_INT
+                        | Flags::FULL_CHR_H_INP,
+                )
+                .map_err(ffmpeg_err("creating the scaler"))?;
+                &mut slot.insert((key, ctx)).1
+            }
+        };
+        context.run(src, dst).map_err(ffmpeg_err("scaling"))
+    }
+
+    /// Converts a decoded picture to packed RGB at `size` (or its own size).
+    pub(crate) fn convert_to_rgb(
+        &mut self,
+        src: &Frame,
+        size: Option<(usize, usize)>,
+    ) -> Result<RgbImage> {
+        let (w, h) = size.unwrap_or((src.width() as usize, src.height() as usize));
+        let mut dst = Frame::new(Pixel::RGB24, w as u32, h as u32);
+        self.run(src, &mut dst)?;
+        Ok(RgbImage::new(w, h, packed_rows(&dst, w * 3, h)))
+    }
+}
+
+/// Copies plane 0 of `frame` without its row padding.
+pub(crate) fn packed_rows(frame: &Frame, row_bytes: usize, rows: usize) -> Vec<u8> {
+    let stride = frame.stride(0);
+    let data = frame.data(0);
+    let mut out = Vec::with_capacity(row_bytes * rows);
+    for y in 0..rows {
+        out.extend_from_slice(&data[y * stride..y * stride + row_bytes]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn rgb_yuv420_round_trip_of_smooth_colours_is_close() {
+        let (w, h) = (64usize, 32usize);
+        let data: Vec<u8> = (0..w * h)
+            .flat_map(|p| [(p % w * 3) as u8, 80, (p / w * 6) as u8])
+            .collect();
+        let mut rgb = Frame::new(Pixel::RGB24, w as u32, h as u32);
+        let stride = rgb.stride(0);
+        for y in 0..h {
+            rgb.data_mut(0)[y * stride..y * stride + w * 3]
+                .copy_from_slice(&data[y * w * 3..(y + 1) * w * 3]);
+        }
+        let mut yuv = Frame::new(Pixel::YUV420P, w as u32, h as u32);
+        let mut s = Scaler::default();
+        s.run(&rgb, &mut yuv).unwrap();
+        let mut back = Scaler::default();
+        let out = back.convert_to_rgb(&yuv, None).unwrap();
+        let q = crate::quality::psnr(&data, &out.data);
+        assert!(q > 40.0, "{q}");
+    }
+}

@@ -1,0 +1,161 @@
+//! Encode → random-access decode round trips, and landing-image decoding.
+
+#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
+
+use reel_video::quality::psnr;
+use reel_video::{
+    EncoderConfig, Error, H264Decoder, H264Encoder, ImageDecoder, ImageFormat, RgbImage,
+};
+
+/// A moving scene with edges and gradients, so the encoder has real work.
+fn scene(i: usize, w: usize, h: usize) -> RgbImage {
+    let mut data = Vec::with_capacity(w * h * 3);
+    let (cx, cy) = (10 + i * 3 % (w - 20), h / 2);
+    for y in 0..h {
+        for x in 0..w {
+            let inside = x.abs_diff(cx) < 8 && y.abs_diff(cy) < 8;
+            data.extend_from_slice(&if inside {
+                [200, 170, 140]
+            } else {
+                [
+                    (x * 255 / w) as u8,
+                    (y * 255 / h) as u8,
+                    (128.0 + 100.0 * ((x + 2 * y + 3 * i) as f32 * 0.05).sin()) as u8,
+                ]
+            });
+        }
+    }
+    RgbImage::new(w, h, data)
+}
+
+fn encode(frames: &[RgbImage], config: &EncoderConfig) -> Vec<reel_video::EncodedFrame> {
+    let mut encoder = H264Encoder::new(frames[0].width, frames[0].height, config).unwrap();
+    let mut units = Vec::new();
+    for f in frames {
+        units.extend(encoder.push(f).unwrap());
+    }
+    units.extend(encoder.finish().unwrap());
+    units
+}
+
+#[test]
+fn random_access_decode_matches_sequential_decode() {
+    let (w, h) = (96, 64);
+    let frames: Vec<RgbImage> = (0..25).map(|i| scene(i, w, h)).collect();
+    let config = EncoderConfig {
+        gop: 10,
+        crf: 20.0,
+        ..EncoderConfig::default()
+    };
+    let units = encode(&frames, &config);
+
+    assert_eq!(units.len(), 25);
+    for (i, u) in units.iter().enumerate() {
+        assert_eq!(u.index, i as u64, "decode order equals presentation order");
+        assert_eq!(u.keyframe, i % 10 == 0, "keyframe flag of unit {i}");
+        // Annex B start code, and SPS (NAL type 7) in every keyframe.
+        assert!(u.data.starts_with(&[0, 0, 0, 1]) || u.data.starts_with(&[0, 0, 1]));
+        let has_sps = u
+            .data
+            .windows(4)
+            .any(|win| win[..3] == [0, 0, 1] && win[3] & 0x1f == 7);
+        assert_eq!(has_sps, u.keyframe, "SPS presence in unit {i}");
+    }
+
+    let all: Vec<&[u8]> = units.iter().map(|u| u.data.as_slice()).collect();
+    let mut decoder = H264Decoder::new().unwrap();
+    let every: Vec<usize> = (0..25).collect();
+    let sequential = decoder.decode_run(&all, &every, None).unwrap();
+    for (i, picture) in sequential.iter().enumerate() {
+        let quality = psnr(&frames[i].data, &picture.data);
+        assert!(quality > 30.0, "frame {i}: {quality:.1} dB");
+        // The picture is this frame's, not a neighbour's.
+        for j in [i.saturating_sub(1), (i + 1).min(24)]
+            .into_iter()
+            .filter(|&j| j != i)
+        {
+            assert!(
+                psnr(&frames[j].data, &picture.data) < quality - 3.0,
+                "frame {i} looks like {j}"
+            );
+        }
+    }
+
+    // Frame 17 from its keyframe (10), and two frames of one GOP in one run.
+    let gop = &all[10..20];
+    let one = decoder.decode_run(gop, &[7], None).unwrap();
+    assert_eq!(one[0], sequential[17]);
+    let two = decoder.decode_run(gop, &[9, 2], None).unwrap();
+    assert_eq!(two, vec![sequential[19].clone(), sequential[12].clone()]);
+}
+
+#[test]
+fn decoder_resizes_and_survives_garbage() {
+    let frames: Vec<RgbImage> = (0..3).map(|i| scene(i, 64, 48)).collect();
+    let units = encode(&frames, &EncoderConfig::default());
+    let all: Vec<&[u8]> = units.iter().map(|u| u.data.as_slice()).collect();
+    let mut decoder = H264Decoder::new().unwrap();
+    let small = decoder.decode_run(&all, &[2], Some((32, 24))).unwrap();
+    assert_eq!(
+        (small[0].width, small[0].height, small[0].data.len()),
+        (32, 24, 32 * 24 * 3)
+    );
+
+    // Garbage and a run that does not start at a keyframe are errors, never panics;
+    // the decoder still works afterwards.
+    let garbage: Vec<u8> = (0..500u32).map(|i| (i * 7919 % 256) as u8).collect();
+    assert!(decoder.decode_run(&[&garbage], &[0], None).is_err());
+    assert!(decoder.decode_run(&all[1..], &[1], None).is_err());
+    assert!(decoder.decode_run(&all, &[5], None).is_err());
+    let again = decoder.decode_run(&all, &[2], None).unwrap();
+    let fresh = H264Decoder::new()
+        .unwrap()
+        .decode_run(&all, &[2], None)
+        .unwrap();
+    assert_eq!(again, fresh);
+}
+
+#[test]
+fn encoder_rejects_odd_sizes_and_wrong_frames() {
+    let err = H264Encoder::new(63, 48, &EncoderConfig::default()).unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+    let mut encoder = H264Encoder::new(64, 48, &EncoderConfig::default()).unwrap();
+    assert!(encoder.push(&RgbImage::new(64, 48, vec![0; 10])).is_err());
+}
+
+#[test]
+fn landing_images_decode() {
+    let frame = scene(3, 80, 60);
+    let mut jpeg = Vec::new();
+    jpeg_encoder::Encoder::new(&mut jpeg, 95)
+        .encode(&frame.data, 80, 60, jpeg_encoder::ColorType::Rgb)
+        .unwrap();
+    assert_eq!(ImageFormat::sniff(&jpeg), Some(ImageFormat::Jpeg));
+    assert_eq!(
+        ImageFormat::from_name("rgb8; jpeg compressed bgr8"),
+        Some(ImageFormat::Jpeg)
+    );
+
+    let mut decoder = ImageDecoder::new();
+    let decoded = decoder.decode(ImageFormat::Jpeg, &jpeg).unwrap();
+    assert_eq!((decoded.width, decoded.height), (80, 60));
+    assert!(psnr(&frame.data, &decoded.data) > 30.0);
+
+    let png = include_bytes!("data/gradient.png");
+    assert_eq!(ImageFormat::sniff(png), Some(ImageFormat::Png));
+    let decoded = decoder.decode(ImageFormat::Png, png).unwrap();
+    assert_eq!((decoded.width, decoded.height), (16, 8));
+    assert_eq!(
+        &decoded.data[3 * 17..3 * 18],
+        &[16, 32, 128],
+        "pixel (1, 1) is exact"
+    );
+
+    // Corrupt and truncated JPEGs are typed errors, and the decoder keeps working.
+    let mut corrupt = jpeg.clone();
+    corrupt.truncate(20);
+    assert!(decoder.decode(ImageFormat::Jpeg, &corrupt).is_err());
+    assert!(decoder.decode(ImageFormat::Jpeg, b"not a jpeg").is_err());
+    assert!(decoder.decode(ImageFormat::Png, &jpeg).is_err());
+    assert!(decoder.decode(ImageFormat::Jpeg, &jpeg).is_ok());
+}
