@@ -3,6 +3,8 @@
 //! One JSON line per episode on stdout (path, bytes, duration, counts per
 //! topic); a progress bar on stderr.
 
+use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -10,7 +12,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
-use reel_synth::{FaultKind, FaultRates, Flavor, SynthConfig, write_episode};
+use reel_synth::{EpisodeReport, FaultKind, FaultRates, Flavor, SynthConfig, write_episode};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum FlavorArg {
@@ -129,20 +131,19 @@ fn main() -> anyhow::Result<()> {
         .progress_chars("=> "),
     );
     let stdout = Mutex::new(std::io::stdout());
+    let summary = Mutex::new(Summary::default());
     let failures: Vec<String> = (args.first..args.first + args.episodes)
         .into_par_iter()
         .filter_map(|index| {
             let result = write_episode(&config, index, &args.out)
                 .map_err(anyhow::Error::from)
-                .and_then(|written| Ok(serde_json::to_string(&written)?));
+                .and_then(|written| Ok((serde_json::to_string(&written)?, written)));
             progress.inc(1);
             match result {
-                Ok(line) => {
-                    use std::io::Write;
+                Ok((line, written)) => {
+                    summary.lock().unwrap_or_else(|e| e.into_inner()).add(&written.report);
                     let mut out = stdout.lock().unwrap_or_else(|e| e.into_inner());
-                    writeln!(out, "{line}")
-                        .err()
-                        .map(|e| format!("episode {index}: stdout: {e}"))
+                    writeln!(out, "{line}").err().map(|e| format!("episode {index}: stdout: {e}"))
                 }
                 Err(e) => Some(format!("episode {index}: {e:#}")),
             }
@@ -152,13 +153,52 @@ fn main() -> anyhow::Result<()> {
     for failure in &failures {
         eprintln!("reel-synth: {failure}");
     }
+    let summary = summary.into_inner().unwrap_or_else(|e| e.into_inner());
+    summary.print(&args.out, config.cameras);
     if !failures.is_empty() {
         bail!("{} of {} episodes failed", failures.len(), args.episodes);
     }
-    eprintln!(
-        "reel-synth: wrote {} episodes to {}",
-        args.episodes,
-        args.out.display()
-    );
     Ok(())
+}
+
+/// Totals over the episodes written, for the human summary on stderr.
+#[derive(Debug, Default)]
+struct Summary {
+    episodes: u64,
+    seconds: f64,
+    bytes: u64,
+    messages: BTreeMap<String, u64>,
+    faults: BTreeMap<FaultKind, u64>,
+}
+
+impl Summary {
+    fn add(&mut self, report: &EpisodeReport) {
+        self.episodes += 1;
+        self.seconds += report.duration_s;
+        self.bytes += report.bytes;
+        for (topic, n) in &report.counts {
+            *self.messages.entry(topic.clone()).or_default() += n;
+        }
+        for (kind, n) in &report.faults {
+            *self.faults.entry(*kind).or_default() += n;
+        }
+    }
+
+    fn print(&self, out: &std::path::Path, cameras: usize) {
+        let row = |name: String, value: String| eprintln!("  {name:<52} {value:>10}");
+        eprintln!("reel-synth: wrote {} episodes to {}", self.episodes, out.display());
+        row("episode-hours".into(), format!("{:.3}", self.seconds / 3600.0));
+        row("MB on disk".into(), format!("{:.1}", self.bytes as f64 / 1e6));
+        let camera_minutes = self.seconds / 60.0 * cameras as f64;
+        if camera_minutes > 0.0 {
+            let per_minute = self.bytes as f64 / 1e6 / camera_minutes;
+            row("MB per camera-minute (JPEG landing)".into(), format!("{per_minute:.1}"));
+        }
+        for (topic, n) in &self.messages {
+            row(format!("messages {topic}"), n.to_string());
+        }
+        for (kind, n) in &self.faults {
+            row(format!("faults {}", kind.name()), n.to_string());
+        }
+    }
 }

@@ -203,7 +203,8 @@ pub struct EpisodeReport {
     pub end_ns: u64,
     /// Messages per topic.
     pub counts: BTreeMap<String, u64>,
-    pub faults: usize,
+    /// Injected faults per kind (the sidecar has the details).
+    pub faults: BTreeMap<FaultKind, u64>,
     pub meta: EpisodeMeta,
 }
 
@@ -611,7 +612,10 @@ pub fn generate_episode_to<W: Write + Seek>(
         start_ns: ticks.first().map_or(meta.start_ns, |t| t.log_time),
         end_ns: ticks.last().map_or(meta.start_ns, |t| t.log_time),
         counts,
-        faults: fault_log.faults.len(),
+        faults: fault_log.faults.iter().fold(BTreeMap::new(), |mut by_kind, f| {
+            *by_kind.entry(f.kind).or_default() += 1;
+            by_kind
+        }),
         meta,
     };
     Ok((fault_log, report))

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs what Reel's test suite and main job need, and nothing twice:
+#   - Debian packages: FFmpeg development libraries, clang/libclang, pkg-config, Python;
+#   - a Python venv with the independent readers the tests use (scripts/requirements-test.txt);
+#   - s3s-fs, the local S3-compatible server the object-store tests talk to.
+# Everything user-level goes under $REEL_CACHE (default ~/.cache/reel).
+# Without root it prints the exact command to run instead.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REEL_CACHE=${REEL_CACHE:-$HOME/.cache/reel}
+mkdir -p "$REEL_CACHE"
+
+apt_packages=(
+  pkg-config clang libclang-dev
+  libavcodec-dev libavformat-dev libavutil-dev libswscale-dev ffmpeg
+  python3 python3-venv
+)
+missing=()
+for package in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  install="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    sh -c "$install" >&2
+  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+    echo "setup: installing ${missing[*]} (sudo)" >&2
+    sudo sh -c "$install" >&2
+  else
+    echo "setup: missing system packages: ${missing[*]}" >&2
+    echo "setup: run this as root, then run me again:" >&2
+    echo "  sudo sh -c '$install'" >&2
+    exit 1
+  fi
+fi
+
+# Python readers, reinstalled only when the requirements change.
+venv="$REEL_CACHE/venv"
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$here/requirements-test.txt" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating the Python venv in $venv" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements-test.txt" >&2
+  echo "$want" > "$stamp"
+fi
+
+# The local S3 server (0.14.1 is the last release that builds with Rust 1.95).
+if [ ! -x "$REEL_CACHE/tools/bin/s3s-fs" ]; then
+  echo "setup: building s3s-fs 0.14.1 into $REEL_CACHE/tools (once, a few minutes)" >&2
+  cargo install --quiet --locked s3s-fs --version 0.14.1 --features binary --root "$REEL_CACHE/tools" >&2
+fi

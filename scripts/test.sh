@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Reel's whole test suite: unit, integration and doc tests of every crate,
+# independent-reader checks (Python mcap, pyarrow), object-store tests against
+# a real S3-compatible server on loopback, and the CUDA build without CUDA.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+scripts/setup.sh
+
+REEL_CACHE=${REEL_CACHE:-$HOME/.cache/reel}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REEL_CACHE/target}
+export REEL_PYTHON=$REEL_CACHE/venv/bin/python
+export REEL_S3S_FS=$REEL_CACHE/tools/bin/s3s-fs
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast --lib --bins --tests
+fi
+cargo test --workspace --doc
