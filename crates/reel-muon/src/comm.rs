@@ -2,7 +2,7 @@
 //! backend (one thread per simulated rank) that also counts the bytes each rank receives.
 //!
 //! Buffers are host `f32` slices. Byte counts follow what ring algorithms move, which is what NCCL
-//! does for large messages: an all-gather of `s` chunks receives `s − 1` of them, an all-reduce
+//! does for large messages: an all-gather delivers every other member's part, an all-reduce
 //! `2(s−1)/s` of the buffer, a reduce-scatter `(s−1)/s`, a broadcast the whole buffer on every non-root.
 
 use std::sync::{Arc, Barrier, Mutex};
@@ -71,8 +71,15 @@ pub trait Communicator: Send {
     fn world_size(&self) -> usize {
         self.topology().world_size()
     }
-    /// Concatenates every member's `send` (equal lengths) into `recv`, in group order.
-    fn all_gather(&mut self, group: Group, send: &[f32], recv: &mut [f32]) -> Result<()>;
+    /// Concatenates every member's `send` into `recv`, in group order. Member `i` sends `counts[i]`
+    /// elements (counts may differ, as in MPI's allgatherv); `recv` holds their sum.
+    fn all_gather(
+        &mut self,
+        group: Group,
+        send: &[f32],
+        counts: &[usize],
+        recv: &mut [f32],
+    ) -> Result<()>;
     /// Copies the buffer of group member `root` (an index within the group) to every member.
     fn broadcast(&mut self, group: Group, root: usize, buf: &mut [f32]) -> Result<()>;
     /// Sums `send` over members; member `i` receives segment `i` (`send.len() = size · recv.len()`).
@@ -221,24 +228,39 @@ impl Communicator for InProcessComm {
         self.topology
     }
 
-    fn all_gather(&mut self, group: Group, send: &[f32], recv: &mut [f32]) -> Result<()> {
-        let chunk = send.len();
-        let size = self.topology.members(group, self.rank).len();
+    fn all_gather(
+        &mut self,
+        group: Group,
+        send: &[f32],
+        counts: &[usize],
+        recv: &mut [f32],
+    ) -> Result<()> {
+        let members = self.topology.members(group, self.rank);
+        let own = self.rank - members.start;
+        if counts.len() != members.len()
+            || counts[own] != send.len()
+            || counts.iter().sum::<usize>() != recv.len()
+        {
+            // Still take part, so the peers fail instead of waiting forever.
+            self.exchange_with(group, Vec::new(), |_| ())?;
+            return Err(lengths_disagree("all_gather"));
+        }
         let ok = self.exchange_with(group, send.to_vec(), |slots| {
-            if recv.len() != size * chunk || slots.iter().any(|s| s.len() != chunk) {
+            if slots.iter().zip(counts).any(|(s, &c)| s.len() != c) {
                 return false;
             }
-            for (dst, src) in recv.chunks_exact_mut(chunk.max(1)).zip(slots) {
-                dst.copy_from_slice(src);
+            let mut offset = 0;
+            for slot in slots {
+                recv[offset..offset + slot.len()].copy_from_slice(slot);
+                offset += slot.len();
             }
             true
         })?;
         if !ok {
             return Err(lengths_disagree("all_gather"));
         }
-        let own = self.rank - self.topology.members(group, self.rank).start;
-        for member in (0..size).filter(|&m| m != own) {
-            self.count(group, member, 4 * chunk as u64);
+        for (member, &count) in counts.iter().enumerate().filter(|&(m, _)| m != own) {
+            self.count(group, member, 4 * count as u64);
         }
         Ok(())
     }

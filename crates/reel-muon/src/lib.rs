@@ -23,6 +23,7 @@
 //! ```
 
 pub mod comm;
+pub mod cost;
 pub mod error;
 pub mod newton_schulz;
 pub mod optimizer;

@@ -154,7 +154,8 @@ impl ParamSpec {
         }
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the shape suits the rule.
+    pub fn validate(&self) -> Result<()> {
         if self.shape.is_empty() || self.numel() == 0 {
             return Err(MuonError::shape(
                 &self.name,

@@ -141,9 +141,9 @@ pub struct ShardedMuon<C> {
     optimizer: Muon,
     plan: ShardPlan,
     comm: C,
-    /// Parameters owned by each gather-group member, and the padded chunk length of the all-gather.
+    /// Parameters owned by each gather-group member, and how many elements each member sends.
     owned_by_member: Vec<Vec<usize>>,
-    chunk: usize,
+    counts: Vec<usize>,
 }
 
 impl<C: Communicator> ShardedMuon<C> {
@@ -178,18 +178,17 @@ impl<C: Communicator> ShardedMuon<C> {
             .map(|i| plan.owns(comm.rank(), i))
             .collect();
         let owned_by_member = plan.owned_by_member();
-        let chunk = owned_by_member
+        let counts = owned_by_member
             .iter()
             .map(|indices| indices.iter().map(|&i| specs[i].numel()).sum::<usize>())
-            .max()
-            .unwrap_or(0);
+            .collect();
         let optimizer = Muon::with_owned(specs, &owned, muon, adamw)?;
         Ok(Self {
             optimizer,
             plan,
             comm,
             owned_by_member,
-            chunk,
+            counts,
         })
     }
 
@@ -212,9 +211,9 @@ impl<C: Communicator> ShardedMuon<C> {
         &self.comm
     }
 
-    /// Elements each member sends in the all-gather (the largest owner's share; others pad).
-    pub fn gather_chunk(&self) -> usize {
-        self.chunk
+    /// Elements each member of the gather group sends per step, in group order.
+    pub fn gather_counts(&self) -> &[usize] {
+        &self.counts
     }
 
     /// One step: update owned parameters, then all-gather so every rank holds every new value.
@@ -229,18 +228,19 @@ impl<C: Communicator> ShardedMuon<C> {
         };
         let rank = self.comm.rank();
         let own = rank - self.plan.topology().members(group, rank).start;
-        let mut send = Vec::with_capacity(self.chunk);
+        let mut send = Vec::with_capacity(self.counts[own]);
         for &i in &self.owned_by_member[own] {
             send.extend_from_slice(params[i].as_mut());
         }
-        send.resize(self.chunk, 0.0);
-        let mut recv = vec![0.0; self.chunk * self.owned_by_member.len()];
-        self.comm.all_gather(group, &send, &mut recv)?;
+        let mut recv = vec![0.0; self.counts.iter().sum()];
+        self.comm
+            .all_gather(group, &send, &self.counts, &mut recv)?;
+        let mut offset = 0;
         for (member, indices) in self.owned_by_member.iter().enumerate() {
             if member == own {
+                offset += self.counts[member];
                 continue;
             }
-            let mut offset = member * self.chunk;
             for &i in indices {
                 let param = params[i].as_mut();
                 param.copy_from_slice(&recv[offset..offset + param.len()]);

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{gaussian, run_ranks, tiny_transformer};
+use reel_muon::cost::{Gpu, predict};
 use reel_muon::{
     AdamWConfig, Communicator, Group, Muon, MuonConfig, ParamSpec, ShardedMuon, Strategy, Topology,
     in_process_cluster,
@@ -118,12 +119,12 @@ fn every_strategy_and_world_size_is_bit_identical_to_single() {
                 Strategy::Global => 1,
                 Strategy::Hybrid => topology.nodes,
             };
-            for index in 0..specs.len() {
+            for (index, spec) in specs.iter().enumerate() {
                 let owners = ranks.iter().filter(|r| r.owned[index]).count();
                 assert_eq!(
                     owners, copies,
                     "{strategy} on {topology:?}: owners of {}",
-                    specs[index].name
+                    spec.name
                 );
             }
             let held: usize = ranks.iter().map(|r| r.state_bytes).sum();
@@ -133,9 +134,10 @@ fn every_strategy_and_world_size_is_bit_identical_to_single() {
 }
 
 #[test]
-fn global_gathers_across_nodes_and_hybrid_stays_on_the_node() {
+fn bytes_received_match_the_plan_and_the_cost_model() {
     let specs = tiny_transformer(16, 2, 40);
     let topology = Topology::new(2, 4).expect("topology");
+    let hw = Gpu::H100.hardware(8);
     for strategy in [Strategy::Global, Strategy::Hybrid] {
         let ranks = run_cluster(&specs, strategy, topology);
         let comm = in_process_cluster(topology)
@@ -144,16 +146,40 @@ fn global_gathers_across_nodes_and_hybrid_stays_on_the_node() {
             .expect("rank 0");
         let plan =
             ShardedMuon::new(specs.clone(), strategy, comm, config().0, config().1).expect("plan");
-        let chunk_bytes = 4 * plan.gather_chunk() as u64;
-        for result in &ranks {
-            let (intra, inter) = match strategy {
-                // 3 chunks from the own node, 4 from the other, per step.
-                Strategy::Global => (3 * chunk_bytes * STEPS, 4 * chunk_bytes * STEPS),
-                _ => (3 * chunk_bytes * STEPS, 0),
+        let counts = plan.gather_counts();
+        for (rank, result) in ranks.iter().enumerate() {
+            let group = match strategy {
+                Strategy::Global => Group::World,
+                _ => Group::Node,
             };
-            assert_eq!(result.received.intra_node, intra, "{strategy}");
-            assert_eq!(result.received.inter_node, inter, "{strategy}");
+            let members = topology.members(group, rank);
+            let (mut intra, mut inter) = (0, 0);
+            for (member, &count) in counts.iter().enumerate() {
+                let from = members.start + member;
+                if from == rank {
+                    continue;
+                }
+                if topology.node_of(from) == topology.node_of(rank) {
+                    intra += 4 * count as u64 * STEPS;
+                } else {
+                    inter += 4 * count as u64 * STEPS;
+                }
+            }
+            assert_eq!(result.received.intra_node, intra, "{strategy}, rank {rank}");
+            assert_eq!(result.received.inter_node, inter, "{strategy}, rank {rank}");
         }
+        if strategy == Strategy::Hybrid {
+            assert!(ranks.iter().all(|r| r.received.inter_node == 0));
+        }
+        // Averaged over ranks, what was counted is what the cost model predicts.
+        let mean = ranks.iter().map(|r| r.received.total() as f64).sum::<f64>()
+            / ranks.len() as f64
+            / STEPS as f64;
+        let predicted = predict(&specs, topology, &hw, strategy, 5).received_per_rank;
+        assert!(
+            (mean - predicted).abs() < 1e-6 * predicted,
+            "{strategy}: counted {mean}, predicted {predicted}"
+        );
     }
 }
 
@@ -190,21 +216,43 @@ fn collectives_of_the_in_process_backend() {
                 // Σ_r (10r + i) = 60 + 4i for segment i = rank.
                 assert_eq!(part, vec![60.0 + 4.0 * comm.rank() as f32]);
 
-                let mut gathered = vec![0.0; 2];
-                comm.all_gather(Group::Node, &[rank], &mut gathered)
+                // Member i of a node sends i + 1 elements.
+                let local = comm.rank() % 2;
+                let mut gathered = vec![0.0; 3];
+                comm.all_gather(Group::Node, &vec![rank; local + 1], &[1, 2], &mut gathered)
                     .expect("all_gather");
                 let first = (comm.rank() / 2 * 2) as f32;
-                assert_eq!(gathered, vec![first, first + 1.0]);
+                assert_eq!(gathered, vec![first, first + 1.0, first + 1.0]);
                 comm.barrier(Group::World).expect("barrier");
 
                 // Mismatched lengths are an error on every member, not a hang.
                 let len = if comm.rank() == 0 { 1 } else { 2 };
-                let mut out = vec![0.0; 4 * len];
+                let mut out = vec![0.0; 8];
                 assert!(
-                    comm.all_gather(Group::World, &vec![0.0; len], &mut out)
+                    comm.all_gather(Group::World, &vec![0.0; len], &[2, 2, 2, 2], &mut out)
                         .is_err()
                 );
             });
         }
     });
+}
+
+#[test]
+fn shapes_files_load_with_their_sizes() {
+    let testdata = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
+    for (file, low, high) in [
+        ("shapes-small.toml", 30e6, 40e6),
+        ("shapes-1.2b.toml", 1.2e9, 1.4e9),
+        ("shapes-2.5b.toml", 2.5e9, 2.7e9),
+    ] {
+        let model = reel_muon::cost::ModelShapes::load(&testdata.join(file)).expect(file);
+        let n = model.numel() as f64;
+        assert!((low..high).contains(&n), "{file}: {n} parameters");
+        let muon = model
+            .params
+            .iter()
+            .filter(|p| p.kind == reel_muon::ParamKind::Muon)
+            .count();
+        assert!(muon >= 48, "{file}: {muon} Muon matrices");
+    }
 }
