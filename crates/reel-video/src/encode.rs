@@ -3,7 +3,7 @@
 use ffmpeg_next::codec::{self, Id};
 use ffmpeg_next::format::Pixel;
 use ffmpeg_next::util::frame::Video as Frame;
-use ffmpeg_next::{Dictionary, Packet, Rational, encoder};
+use ffmpeg_next::{Dictionary, Packet, Rational, encoder, picture};
 
 use crate::scale::Scaler;
 use crate::{Error, Result, RgbImage, ffmpeg_err};
@@ -125,6 +125,8 @@ impl H264Encoder {
         }
         options.set("crf", &config.crf.to_string());
         options.set("threads", &config.threads.to_string());
+        // A frame flagged as I becomes an IDR, so forced keyframes start closed GOPs.
+        options.set("forced-idr", "1");
         // Fixed GOPs (no scene-cut keyframes) so camera chunks align with GOP boundaries;
         // headers on every keyframe so any GOP decodes alone.
         options.set(
@@ -151,6 +153,16 @@ impl H264Encoder {
     /// Encodes one frame; returns the access units that became ready (possibly none yet,
     /// libx264 looks ahead).
     pub fn push(&mut self, frame: &RgbImage) -> Result<Vec<EncodedFrame>> {
+        self.push_frame(frame, false)
+    }
+
+    /// Encodes one frame as an IDR keyframe, starting a new GOP here (e.g. at the start of
+    /// a time window, so chunks of several cameras align on keyframes).
+    pub fn push_keyframe(&mut self, frame: &RgbImage) -> Result<Vec<EncodedFrame>> {
+        self.push_frame(frame, true)
+    }
+
+    fn push_frame(&mut self, frame: &RgbImage, keyframe: bool) -> Result<Vec<EncodedFrame>> {
         if frame.width != self.width
             || frame.height != self.height
             || frame.data.len() != self.width * self.height * 3
@@ -173,6 +185,11 @@ impl H264Encoder {
         }
         self.scaler.run(&self.rgb, &mut self.yuv)?;
         self.yuv.set_pts(Some(self.next_index));
+        self.yuv.set_kind(if keyframe {
+            picture::Type::I
+        } else {
+            picture::Type::None
+        });
         self.next_index += 1;
         self.encoder
             .send_frame(&self.yuv)

@@ -116,6 +116,41 @@ fn decoder_resizes_and_survives_garbage() {
 }
 
 #[test]
+fn forced_keyframes_start_new_gops() {
+    let frames: Vec<RgbImage> = (0..12).map(|i| scene(i, 64, 48)).collect();
+    let config = EncoderConfig {
+        gop: 100,
+        ..EncoderConfig::default()
+    };
+    let mut encoder = H264Encoder::new(64, 48, &config).unwrap();
+    let mut units = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        units.extend(
+            if i == 7 {
+                encoder.push_keyframe(f)
+            } else {
+                encoder.push(f)
+            }
+            .unwrap(),
+        );
+    }
+    units.extend(encoder.finish().unwrap());
+    let keys: Vec<u64> = units
+        .iter()
+        .filter(|u| u.keyframe)
+        .map(|u| u.index)
+        .collect();
+    assert_eq!(keys, [0, 7]);
+    // The forced keyframe is an IDR: decoding can start there.
+    let gop: Vec<&[u8]> = units[7..].iter().map(|u| u.data.as_slice()).collect();
+    let mut decoder = H264Decoder::new().unwrap();
+    let from_key = decoder.decode_run(&gop, &[3], None).unwrap();
+    let all: Vec<&[u8]> = units.iter().map(|u| u.data.as_slice()).collect();
+    let sequential = decoder.decode_run(&all, &[10], None).unwrap();
+    assert_eq!(from_key, sequential);
+}
+
+#[test]
 fn encoder_rejects_odd_sizes_and_wrong_frames() {
     let err = H264Encoder::new(63, 48, &EncoderConfig::default()).unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)), "{err}");

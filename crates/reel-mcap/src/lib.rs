@@ -1,0 +1,214 @@
+//! Reel's canonical episode container.
+//!
+//! One MCAP per episode. Topics are assigned to groups by read pattern (`cameras`,
+//! `proprio`), and each group is written time-major into its own chunks, groups one after
+//! another, so a training sample costs one ranged read per group however many topics it
+//! touches. Cameras are H.264 (`foxglove.CompressedVideo`, one access unit per message) with
+//! chunks aligned to GOP windows; numeric streams are `reel.FloatArray` protobuf messages
+//! with their field names in the channel metadata. See `docs/FORMAT.md`.
+//!
+//! * [`pack`] turns a landing log (ROS 2 or Foxglove, JPEG/PNG/raw images) into a
+//!   canonical episode; [`write_episode`] writes one from memory in any [`Layout`].
+//! * [`EpisodeReader`] reads an episode over any [`reel_io::ByteSource`]: summary in at most
+//!   two ranged reads, then [`EpisodeReader::read_window`], [`EpisodeReader::signals`] and
+//!   [`EpisodeReader::frames`].
+//! * [`inspect`] describes the layout of any MCAP.
+//!
+//! ```
+//! use reel_io::{ByteSource, CountingSource, MemorySource};
+//! use reel_mcap::{CanonicalEpisode, EpisodeReader, Sample, SignalKind, SignalStream, WriteConfig};
+//!
+//! let samples = (0..500u64)
+//!     .map(|i| Sample { log_time: i * 10_000_000, publish_time: i * 10_000_000, stamp_ns: i * 10_000_000, values: vec![i as f64, -(i as f64)] })
+//!     .collect();
+//! let episode = CanonicalEpisode {
+//!     signals: vec![SignalStream {
+//!         topic: "/joint_states".into(),
+//!         group: "proprio".into(),
+//!         kind: SignalKind::State,
+//!         fields: vec!["j0.position".into(), "j0.velocity".into()],
+//!         source_schema: "sensor_msgs/msg/JointState".into(),
+//!         samples,
+//!     }],
+//!     ..Default::default()
+//! };
+//! let bytes = reel_mcap::write_episode(&episode, &WriteConfig::default())?;
+//!
+//! let source = CountingSource::new(MemorySource::new("episode.mcap", bytes));
+//! let reader = EpisodeReader::open(&source)?;
+//! assert!(source.stats().reads <= 2);
+//! source.reset();
+//! // 1.5 s .. 2.5 s spans two 2 s chunks, fetched with one ranged read.
+//! let window = reader.signals(&["/joint_states"], 1_500_000_000..2_500_000_000)?;
+//! assert_eq!(source.stats().reads, 1);
+//! assert_eq!(window[0].log_times.len(), 100);
+//! assert_eq!(window[0].values[..2], [150.0, -150.0]);
+//! # Ok::<(), reel_mcap::Error>(())
+//! ```
+
+mod inspect;
+mod landing;
+mod pack;
+pub mod proto;
+mod reader;
+mod writer;
+
+pub use inspect::{ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
+pub use landing::{
+    ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingSignal, read_landing,
+};
+pub use pack::{PackConfig, PackReport, TopicRule, pack, pack_episode};
+pub use reader::{EpisodeReader, RawMessage, SignalWindow};
+pub use writer::{
+    CameraStream, CanonicalEpisode, Layout, Sample, SignalKind, SignalStream, StreamGrid,
+    VideoFrame, WriteConfig, is_idr, write_episode,
+};
+
+/// Version of the canonical format written by this crate (`reel.format_version`).
+pub const FORMAT_VERSION: &str = "1";
+
+/// Names used in channel metadata and metadata records.
+pub mod keys {
+    /// Channel metadata: the topic group.
+    pub const GROUP: &str = "reel.group";
+    /// Channel metadata: `camera`, `state`, `action`, `pose` or `signal`.
+    pub const KIND: &str = "reel.kind";
+    /// Channel metadata: comma-separated value names of a `reel.FloatArray` channel.
+    pub const FIELDS: &str = "reel.fields";
+    /// Channel metadata: schema of the landing topic.
+    pub const SOURCE_SCHEMA: &str = "reel.source_schema";
+    /// Channel metadata: frame width.
+    pub const WIDTH: &str = "reel.width";
+    /// Channel metadata: frame height.
+    pub const HEIGHT: &str = "reel.height";
+    /// Channel metadata: video codec.
+    pub const CODEC: &str = "reel.codec";
+    /// Metadata record: format version, layout, groups and chunk windows.
+    pub const LAYOUT_RECORD: &str = "reel.layout";
+    /// Metadata record: the time grid of each stream (JSON per topic).
+    pub const STREAMS_RECORD: &str = "reel.streams";
+}
+
+/// Errors of the container. Every variant names the file it concerns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Reading or writing bytes failed.
+    #[error(transparent)]
+    Io(#[from] reel_io::Error),
+    /// The MCAP library rejected the file (bad CRC, bad record...).
+    #[error("{name}: {source}")]
+    Mcap {
+        /// File.
+        name: String,
+        /// What mcap found.
+        #[source]
+        source: mcap::McapError,
+    },
+    /// The file ends before its footer: truncated or not an MCAP file.
+    #[error("{name}: truncated or not an MCAP file ({len} bytes, no footer and end magic)")]
+    Truncated {
+        /// File.
+        name: String,
+        /// Its length.
+        len: u64,
+    },
+    /// Structurally inconsistent file.
+    #[error("{name}: corrupt: {reason}")]
+    Corrupt {
+        /// File.
+        name: String,
+        /// What is inconsistent.
+        reason: String,
+    },
+    /// A topic that is not in the file.
+    #[error("{name}: no topic `{topic}`")]
+    UnknownTopic {
+        /// File.
+        name: String,
+        /// Topic asked for.
+        topic: String,
+    },
+    /// A group that is not in the file.
+    #[error("{name}: no topic group `{group}`")]
+    UnknownGroup {
+        /// File.
+        name: String,
+        /// Group asked for.
+        group: String,
+    },
+    /// A landing topic whose schema Reel does not know how to pack.
+    #[error(
+        "{name}: topic `{topic}` has schema `{schema}` ({encoding}), which reel-pack does not know; map or skip it in the pack config"
+    )]
+    UnknownSchema {
+        /// File.
+        name: String,
+        /// Topic.
+        topic: String,
+        /// Schema name.
+        schema: String,
+        /// Message encoding.
+        encoding: String,
+    },
+    /// A message that does not decode.
+    #[error("{name}: topic `{topic}` at log time {log_time}: {reason}")]
+    BadMessage {
+        /// File.
+        name: String,
+        /// Topic.
+        topic: String,
+        /// Log time of the message.
+        log_time: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A landing image that does not decode.
+    #[error("{name}: topic `{topic}` at log time {log_time}: corrupt image: {source}")]
+    CorruptFrame {
+        /// File.
+        name: String,
+        /// Topic.
+        topic: String,
+        /// Log time of the frame.
+        log_time: u64,
+        /// Decoder error.
+        #[source]
+        source: reel_video::Error,
+    },
+    /// Encoding or decoding video failed.
+    #[error("{name}: topic `{topic}`: {source}")]
+    Video {
+        /// File.
+        name: String,
+        /// Topic.
+        topic: String,
+        /// Codec error.
+        #[source]
+        source: reel_video::Error,
+    },
+    /// No decodable frame for a requested time.
+    #[error("{name}: topic `{topic}`: no decodable frame at or before {time}")]
+    NoFrame {
+        /// File.
+        name: String,
+        /// Topic.
+        topic: String,
+        /// Requested time (ns).
+        time: u64,
+    },
+    /// An invalid pack configuration.
+    #[error("{name}: {reason}")]
+    Config {
+        /// Config file.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An episode that cannot be written as given.
+    #[error("invalid episode: {0}")]
+    InvalidEpisode(String),
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,475 @@
+//! Landing log → canonical episode.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use reel_io::{Store, StoreOptions, split_object_uri};
+use reel_video::{EncoderConfig, H264Encoder, ImageDecoder, ImageFormat, RgbImage};
+use serde::{Deserialize, Serialize};
+
+use crate::landing::{ImageEncoding, LandingCamera, read_landing};
+use crate::writer::{
+    CameraStream, CanonicalEpisode, SignalStream, VideoFrame, WriteConfig, write_episode,
+};
+use crate::{Error, Result};
+
+/// Assigns topics matching a pattern to a group, or skips them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicRule {
+    /// Topic pattern; `*` matches any run of characters (`/camera/*`).
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// Group to put matching topics in.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Leave matching topics out of the canonical episode.
+    #[serde(default)]
+    pub skip: bool,
+}
+
+impl TopicRule {
+    fn matches(&self, topic: &str) -> bool {
+        glob_match(&self.pattern, topic)
+    }
+}
+
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Packing settings; every field has a default, and a TOML file may set any of them.
+///
+/// ```toml
+/// gop = 30
+/// crf = 23
+/// signal_window_s = 2.0
+/// [[topic]]
+/// match = "/camera/*"
+/// group = "cameras"
+/// [[topic]]
+/// match = "/diagnostics"
+/// skip = true
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PackConfig {
+    /// Frames per GOP (and per camera chunk window).
+    pub gop: u32,
+    /// x264 constant rate factor.
+    pub crf: f32,
+    /// x264 preset.
+    pub preset: String,
+    /// x264 tune (`fastdecode` by default; empty for none).
+    pub tune: String,
+    /// Chunk window of non-camera groups, seconds.
+    pub signal_window_s: f64,
+    /// Group of cameras not matched by a rule.
+    pub camera_group: String,
+    /// Group of numeric streams not matched by a rule.
+    pub signal_group: String,
+    /// Skip topics with unknown schemas instead of failing.
+    pub skip_unknown: bool,
+    /// Drop landing frames that do not decode instead of failing.
+    pub skip_bad_frames: bool,
+    /// Topic rules, first match wins.
+    #[serde(rename = "topic")]
+    pub topics: Vec<TopicRule>,
+}
+
+impl Default for PackConfig {
+    fn default() -> Self {
+        Self {
+            gop: 30,
+            crf: 23.0,
+            preset: "medium".into(),
+            tune: "fastdecode".into(),
+            signal_window_s: 2.0,
+            camera_group: "cameras".into(),
+            signal_group: "proprio".into(),
+            skip_unknown: false,
+            skip_bad_frames: false,
+            topics: Vec::new(),
+        }
+    }
+}
+
+impl PackConfig {
+    /// Parses a TOML config; `name` is used in errors.
+    pub fn from_toml(name: &str, text: &str) -> Result<Self> {
+        let config: Self = toml::from_str(text).map_err(|e| Error::Config {
+            name: name.into(),
+            reason: e.to_string(),
+        })?;
+        if config.gop == 0
+            || config.signal_window_s.is_nan()
+            || config.signal_window_s <= 0.0
+            || !(0.0..=51.0).contains(&config.crf)
+        {
+            return Err(Error::Config {
+                name: name.into(),
+                reason: "gop must be ≥ 1, crf in 0..=51, signal_window_s > 0".into(),
+            });
+        }
+        Ok(config)
+    }
+
+    fn rule(&self, topic: &str) -> Option<&TopicRule> {
+        self.topics.iter().find(|r| r.matches(topic))
+    }
+
+    fn group_of(&self, topic: &str, default: &str) -> String {
+        self.rule(topic)
+            .and_then(|r| r.group.clone())
+            .unwrap_or_else(|| default.to_owned())
+    }
+}
+
+/// What packing one episode did: one JSON line per file from `reel-pack`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PackReport {
+    /// Input file.
+    pub input: String,
+    /// Output file.
+    pub output: String,
+    /// `episode_id` from the landing metadata, if any.
+    pub episode_id: Option<String>,
+    /// Landing bytes.
+    pub bytes_in: u64,
+    /// Canonical bytes.
+    pub bytes_out: u64,
+    /// Landing camera-image bytes (the JPEG/PNG/raw payloads alone).
+    pub image_bytes_in: u64,
+    /// Canonical H.264 bytes (access units alone).
+    pub video_bytes_out: u64,
+    /// Camera topics.
+    pub cameras: usize,
+    /// Frames encoded.
+    pub frames: u64,
+    /// Numeric topics.
+    pub signals: usize,
+    /// Numeric samples.
+    pub samples: u64,
+    /// Landing frames dropped because they did not decode (with `skip_bad_frames`).
+    pub bad_frames: u64,
+    /// Topics left out, with their schema.
+    pub skipped_topics: BTreeMap<String, String>,
+    /// Wall time, seconds.
+    pub seconds: f64,
+}
+
+fn to_rgb(
+    decoder: &mut ImageDecoder,
+    encoding: &ImageEncoding,
+    data: &[u8],
+) -> reel_video::Result<RgbImage> {
+    match encoding {
+        ImageEncoding::Jpeg => decoder.decode(ImageFormat::Jpeg, data),
+        ImageEncoding::Png => decoder.decode(ImageFormat::Png, data),
+        ImageEncoding::Raw {
+            encoding,
+            width,
+            height,
+            step,
+        } => {
+            let mut rgb = Vec::with_capacity(width * height * 3);
+            for row in data.chunks(*step).take(*height) {
+                match encoding.as_str() {
+                    "rgb8" => rgb.extend_from_slice(&row[..width * 3]),
+                    "bgr8" => rgb.extend(
+                        row[..width * 3]
+                            .chunks_exact(3)
+                            .flat_map(|p| [p[2], p[1], p[0]]),
+                    ),
+                    _ => rgb.extend(row[..*width].iter().flat_map(|&v| [v, v, v])),
+                }
+            }
+            Ok(RgbImage::new(*width, *height, rgb))
+        }
+    }
+}
+
+/// Median interval between frames, the camera's nominal period.
+fn median_period(camera: &LandingCamera) -> Option<u64> {
+    let mut gaps: Vec<u64> = camera
+        .frames
+        .windows(2)
+        .map(|w| w[1].log_time - w[0].log_time)
+        .filter(|&g| g > 0)
+        .collect();
+    gaps.sort_unstable();
+    gaps.get(gaps.len() / 2).copied()
+}
+
+struct EncodedCamera {
+    stream: CameraStream,
+    bad_frames: u64,
+    image_bytes: u64,
+}
+
+fn encode_camera(
+    name: &str,
+    camera: &LandingCamera,
+    group: String,
+    origin: u64,
+    window_ns: u64,
+    config: &PackConfig,
+) -> Result<EncodedCamera> {
+    let mut images = ImageDecoder::new();
+    let mut encoder: Option<H264Encoder> = None;
+    let mut frames = Vec::with_capacity(camera.frames.len());
+    let mut log_times = Vec::with_capacity(camera.frames.len());
+    let mut bad_frames = 0;
+    let mut image_bytes = 0;
+    let mut last_window = None;
+    let mut size = (0, 0);
+    let video_err = |source| Error::Video {
+        name: name.into(),
+        topic: camera.topic.clone(),
+        source,
+    };
+    let encoder_config = EncoderConfig {
+        // GOPs are cut by time windows (forced keyframes); the slack keeps x264 from
+        // adding its own keyframe when jitter puts an extra frame in a window.
+        gop: config.gop + config.gop / 2 + 1,
+        crf: config.crf,
+        preset: config.preset.clone(),
+        tune: (!config.tune.is_empty()).then(|| config.tune.clone()),
+        threads: 1,
+        ..EncoderConfig::default()
+    };
+    for frame in &camera.frames {
+        image_bytes += frame.data.len() as u64;
+        let rgb = match to_rgb(&mut images, &frame.encoding, &frame.data) {
+            Ok(rgb) => rgb,
+            Err(_) if config.skip_bad_frames => {
+                bad_frames += 1;
+                continue;
+            }
+            Err(source) => {
+                return Err(Error::CorruptFrame {
+                    name: name.into(),
+                    topic: camera.topic.clone(),
+                    log_time: frame.log_time,
+                    source,
+                });
+            }
+        };
+        let encoder = match &mut encoder {
+            Some(e) => e,
+            None => {
+                size = (rgb.width, rgb.height);
+                encoder.insert(
+                    H264Encoder::new(rgb.width, rgb.height, &encoder_config).map_err(video_err)?,
+                )
+            }
+        };
+        if (rgb.width, rgb.height) != size {
+            let reason = format!(
+                "frame is {}x{}, the stream started at {}x{}",
+                rgb.width, rgb.height, size.0, size.1
+            );
+            if config.skip_bad_frames {
+                bad_frames += 1;
+                continue;
+            }
+            return Err(Error::BadMessage {
+                name: name.into(),
+                topic: camera.topic.clone(),
+                log_time: frame.log_time,
+                reason,
+            });
+        }
+        let window = frame.log_time.saturating_sub(origin) / window_ns;
+        let units = if last_window != Some(window) {
+            encoder.push_keyframe(&rgb)
+        } else {
+            encoder.push(&rgb)
+        }
+        .map_err(video_err)?;
+        last_window = Some(window);
+        log_times.push(frame);
+        frames.extend(units);
+    }
+    if let Some(encoder) = encoder {
+        frames.extend(encoder.finish().map_err(video_err)?);
+    }
+    let video_frames = frames
+        .into_iter()
+        .filter_map(|unit| {
+            let source = log_times.get(unit.index as usize)?;
+            Some(VideoFrame {
+                log_time: source.log_time,
+                publish_time: source.publish_time,
+                stamp_ns: source.stamp_ns,
+                data: unit.data,
+            })
+        })
+        .collect::<Vec<_>>();
+    Ok(EncodedCamera {
+        stream: CameraStream {
+            topic: camera.topic.clone(),
+            group,
+            frame_id: camera.frame_id.clone(),
+            width: size.0,
+            height: size.1,
+            frames: video_frames,
+        },
+        bad_frames,
+        image_bytes,
+    })
+}
+
+/// Packs one landing episode held in memory; returns the canonical MCAP and a report
+/// (`input`/`output` left for the caller to fill).
+pub fn pack_episode(
+    name: &str,
+    landing: &[u8],
+    config: &PackConfig,
+) -> Result<(Vec<u8>, PackReport)> {
+    let started = Instant::now();
+    let skip = |topic: &str| config.rule(topic).is_some_and(|r| r.skip);
+    let landing_episode = read_landing(name, landing, &skip, config.skip_unknown)?;
+
+    let origin = landing_episode
+        .cameras
+        .iter()
+        .filter_map(|c| c.frames.first().map(|f| f.log_time))
+        .chain(
+            landing_episode
+                .signals
+                .iter()
+                .filter_map(|s| s.samples.first().map(|f| f.log_time)),
+        )
+        .min()
+        .unwrap_or(0);
+    // One GOP window for all cameras: `gop` frames of the first camera's nominal period.
+    let period = landing_episode
+        .cameras
+        .iter()
+        .find_map(median_period)
+        .unwrap_or(33_333_333);
+    let camera_window_ns = (period * config.gop as u64).max(1);
+
+    let encoded: Vec<EncodedCamera> = landing_episode
+        .cameras
+        .par_iter()
+        .map(|camera| {
+            encode_camera(
+                name,
+                camera,
+                config.group_of(&camera.topic, &config.camera_group),
+                origin,
+                camera_window_ns,
+                config,
+            )
+        })
+        .collect::<Result<_>>()?;
+
+    let signals: Vec<SignalStream> = landing_episode
+        .signals
+        .iter()
+        .map(|s| SignalStream {
+            topic: s.topic.clone(),
+            group: config.group_of(&s.topic, &config.signal_group),
+            kind: s.kind,
+            fields: s.fields.clone(),
+            source_schema: s.schema.clone(),
+            samples: s.samples.clone(),
+        })
+        .collect();
+
+    let mut episode_meta = landing_episode
+        .metadata
+        .get("episode")
+        .cloned()
+        .unwrap_or_default();
+    episode_meta.insert("reel.source".into(), name.into());
+    let report = PackReport {
+        input: name.into(),
+        output: String::new(),
+        episode_id: episode_meta.get("episode_id").cloned(),
+        bytes_in: landing.len() as u64,
+        bytes_out: 0,
+        image_bytes_in: encoded.iter().map(|c| c.image_bytes).sum(),
+        video_bytes_out: encoded
+            .iter()
+            .flat_map(|c| &c.stream.frames)
+            .map(|f| f.data.len() as u64)
+            .sum(),
+        cameras: encoded.len(),
+        frames: encoded.iter().map(|c| c.stream.frames.len() as u64).sum(),
+        signals: signals.len(),
+        samples: signals.iter().map(|s| s.samples.len() as u64).sum(),
+        bad_frames: encoded.iter().map(|c| c.bad_frames).sum(),
+        skipped_topics: landing_episode.skipped.clone(),
+        seconds: 0.0,
+    };
+    let episode = CanonicalEpisode {
+        origin_ns: origin,
+        cameras: encoded.into_iter().map(|c| c.stream).collect(),
+        signals,
+        episode: episode_meta,
+    };
+    let write_config = WriteConfig {
+        camera_window_ns,
+        signal_window_ns: (config.signal_window_s * 1e9) as u64,
+        ..WriteConfig::default()
+    };
+    let bytes = write_episode(&episode, &write_config)?;
+    let report = PackReport {
+        bytes_out: bytes.len() as u64,
+        seconds: started.elapsed().as_secs_f64(),
+        ..report
+    };
+    Ok((bytes, report))
+}
+
+/// Packs the landing object at `input` (local path or S3 URI) into `output`, written
+/// atomically, both through opendal.
+pub fn pack(
+    input: &str,
+    output: &str,
+    config: &PackConfig,
+    options: &StoreOptions,
+) -> Result<PackReport> {
+    let (in_store, in_key) = split_object_uri(input)?;
+    let landing = Store::open_with(&in_store, options)?.read(&in_key)?;
+    let (bytes, report) = pack_episode(input, &landing, config)?;
+    let (out_store, out_key) = split_object_uri(output)?;
+    Store::open_with(&out_store, options)?.write_atomic(&out_key, bytes)?;
+    Ok(PackReport {
+        output: output.into(),
+        ..report
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("/camera/*", "/camera/high/image_raw/compressed"));
+        assert!(glob_match("*action*", "/robot/action_chunk"));
+        assert!(glob_match("/joint_states", "/joint_states"));
+        assert!(!glob_match("/joint_states", "/joint_states2"));
+        assert!(!glob_match("/camera/*/x", "/camera/x"));
+    }
+}

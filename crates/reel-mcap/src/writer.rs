@@ -1,0 +1,475 @@
+//! The canonical writer: an episode in memory → one MCAP laid out by topic group.
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+
+use mcap::records::{MessageHeader, Metadata};
+use prost::Message;
+use serde::Serialize;
+
+use crate::proto::{
+    COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray, Timestamp, compressed_video_schema,
+    float_array_schema,
+};
+use crate::{Error, FORMAT_VERSION, Result, keys};
+
+/// What a signal stream measures; recorded as `reel.kind` in the channel metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignalKind {
+    /// Measured joint state.
+    State,
+    /// Commanded action.
+    Action,
+    /// A pose (position + quaternion).
+    Pose,
+    /// Anything else numeric.
+    Signal,
+}
+
+impl SignalKind {
+    /// The name written in channel metadata.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::State => "state",
+            Self::Action => "action",
+            Self::Pose => "pose",
+            Self::Signal => "signal",
+        }
+    }
+}
+
+/// One encoded camera frame.
+#[derive(Debug, Clone)]
+pub struct VideoFrame {
+    /// MCAP log time (ns), kept from the landing log.
+    pub log_time: u64,
+    /// MCAP publish time (ns), kept from the landing log.
+    pub publish_time: u64,
+    /// Capture stamp (ns) from the source message header.
+    pub stamp_ns: u64,
+    /// H.264 access unit, Annex B.
+    pub data: Vec<u8>,
+}
+
+/// One camera: its frames in time order.
+#[derive(Debug, Clone)]
+pub struct CameraStream {
+    /// Topic name.
+    pub topic: String,
+    /// Topic group (default `cameras`).
+    pub group: String,
+    /// Frame of reference.
+    pub frame_id: String,
+    /// Frame width in pixels.
+    pub width: usize,
+    /// Frame height in pixels.
+    pub height: usize,
+    /// Encoded frames, in time order.
+    pub frames: Vec<VideoFrame>,
+}
+
+/// One numeric sample.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// MCAP log time (ns).
+    pub log_time: u64,
+    /// MCAP publish time (ns).
+    pub publish_time: u64,
+    /// Capture stamp (ns) from the source message header.
+    pub stamp_ns: u64,
+    /// Values, in the order of the stream's `fields`.
+    pub values: Vec<f64>,
+}
+
+/// A numeric stream (joint states, actions, poses, derived signals).
+#[derive(Debug, Clone)]
+pub struct SignalStream {
+    /// Topic name.
+    pub topic: String,
+    /// Topic group (default `proprio`).
+    pub group: String,
+    /// What it measures.
+    pub kind: SignalKind,
+    /// Names of the values, e.g. `joint_0.position`.
+    pub fields: Vec<String>,
+    /// Schema of the landing topic it came from.
+    pub source_schema: String,
+    /// Samples, in time order.
+    pub samples: Vec<Sample>,
+}
+
+/// A whole episode, ready to write.
+#[derive(Debug, Clone, Default)]
+pub struct CanonicalEpisode {
+    /// Time origin of the chunk windows (ns): the earliest log time of the episode.
+    pub origin_ns: u64,
+    /// Cameras.
+    pub cameras: Vec<CameraStream>,
+    /// Numeric streams.
+    pub signals: Vec<SignalStream>,
+    /// The `episode` metadata record (id, robot, task, success, stamps...).
+    pub episode: BTreeMap<String, String>,
+}
+
+impl CanonicalEpisode {
+    /// Earliest log time over every stream, the origin of chunk windows.
+    pub fn earliest_log_time(&self) -> Option<u64> {
+        let cams = self
+            .cameras
+            .iter()
+            .filter_map(|c| c.frames.first().map(|f| f.log_time));
+        let sigs = self
+            .signals
+            .iter()
+            .filter_map(|s| s.samples.first().map(|f| f.log_time));
+        cams.chain(sigs).min()
+    }
+}
+
+/// How messages are cut into chunks. [`Layout::TopicGroups`] is the canonical one; the
+/// others exist to compare against (benchmarks) and to show what generic writers do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Each group's messages time-major in its own chunks (camera chunks = one GOP window
+    /// of every camera in the group), groups one after another in the file, so any time
+    /// window of a group is one contiguous byte range.
+    TopicGroups,
+    /// What default MCAP writers do: every topic interleaved in time order, a chunk closed
+    /// whenever it reaches `chunk_size` uncompressed bytes.
+    Interleaved {
+        /// Uncompressed chunk size (1 MiB in the mcap crate, rosbag2 and Python writers).
+        chunk_size: u64,
+    },
+    /// One topic per chunk, windows in time order: a sample costs one read per topic.
+    TopicPerChunk,
+}
+
+impl Layout {
+    /// The name written in the `reel.layout` metadata record.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::TopicGroups => "topic-groups",
+            Self::Interleaved { .. } => "interleaved",
+            Self::TopicPerChunk => "topic-per-chunk",
+        }
+    }
+}
+
+/// Writer settings.
+#[derive(Debug, Clone)]
+pub struct WriteConfig {
+    /// Chunk layout.
+    pub layout: Layout,
+    /// Length of a camera chunk window (ns); must match the GOP window the cameras were
+    /// encoded with, so every camera's first frame in a window is a keyframe.
+    pub camera_window_ns: u64,
+    /// Length of a chunk window of the other groups (ns).
+    pub signal_window_ns: u64,
+    /// zstd level.
+    pub zstd_level: u32,
+}
+
+impl Default for WriteConfig {
+    fn default() -> Self {
+        Self {
+            layout: Layout::TopicGroups,
+            camera_window_ns: 1_000_000_000,
+            signal_window_ns: 2_000_000_000,
+            zstd_level: 3,
+        }
+    }
+}
+
+/// Time grid of one stream, recorded in the `reel.streams` metadata record.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct StreamGrid {
+    /// Messages.
+    pub count: u64,
+    /// First log time (ns).
+    pub start_ns: u64,
+    /// Last log time (ns).
+    pub end_ns: u64,
+    /// Median interval between messages (ns).
+    pub median_period_ns: u64,
+    /// Largest interval between messages (ns).
+    pub max_gap_ns: u64,
+}
+
+impl StreamGrid {
+    fn of(times: impl Iterator<Item = u64>) -> Self {
+        let times: Vec<u64> = times.collect();
+        let mut gaps: Vec<u64> = times
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .collect();
+        gaps.sort_unstable();
+        Self {
+            count: times.len() as u64,
+            start_ns: times.first().copied().unwrap_or(0),
+            end_ns: times.last().copied().unwrap_or(0),
+            median_period_ns: gaps.get(gaps.len() / 2).copied().unwrap_or(0),
+            max_gap_ns: gaps.last().copied().unwrap_or(0),
+        }
+    }
+}
+
+struct Pending {
+    group: usize,
+    window: u64,
+    channel: u16,
+    log_time: u64,
+    publish_time: u64,
+    data: Vec<u8>,
+}
+
+/// Whether an H.264 access unit holds an IDR slice (NAL type 5), where decoding can start.
+pub fn is_idr(access_unit: &[u8]) -> bool {
+    access_unit
+        .windows(4)
+        .any(|w| w[0] == 0 && w[1] == 0 && w[2] == 1 && w[3] & 0x1f == 5)
+}
+
+/// Writes `episode` as one canonical MCAP and returns its bytes.
+pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result<Vec<u8>> {
+    if config.camera_window_ns == 0 || config.signal_window_ns == 0 {
+        return Err(Error::InvalidEpisode(
+            "chunk windows must be positive".into(),
+        ));
+    }
+    let mcap_err = |source| Error::Mcap {
+        name: "<canonical writer>".into(),
+        source,
+    };
+    let chunk_size = match config.layout {
+        Layout::Interleaved { chunk_size } => Some(chunk_size),
+        _ => None,
+    };
+    let mut writer = mcap::WriteOptions::new()
+        .compression(Some(mcap::Compression::Zstd))
+        .compression_level(config.zstd_level)
+        .chunk_size(chunk_size)
+        .profile("")
+        .library(format!("reel-mcap {}", env!("CARGO_PKG_VERSION")))
+        .create(Cursor::new(Vec::new()))
+        .map_err(mcap_err)?;
+
+    let origin = episode.origin_ns;
+    let mut groups: Vec<String> = Vec::new();
+    let mut group_index = |name: &str| match groups.iter().position(|g| g == name) {
+        Some(i) => i,
+        None => {
+            groups.push(name.to_owned());
+            groups.len() - 1
+        }
+    };
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut grids = BTreeMap::new();
+    let mut group_topics: BTreeMap<String, Vec<String>> = BTreeMap::new();
+
+    if !episode.cameras.is_empty() {
+        let schema = writer
+            .add_schema(COMPRESSED_VIDEO, "protobuf", &compressed_video_schema())
+            .map_err(mcap_err)?;
+        for camera in &episode.cameras {
+            let metadata = BTreeMap::from([
+                (keys::GROUP.to_owned(), camera.group.clone()),
+                (keys::KIND.to_owned(), "camera".to_owned()),
+                (keys::WIDTH.to_owned(), camera.width.to_string()),
+                (keys::HEIGHT.to_owned(), camera.height.to_string()),
+                (keys::CODEC.to_owned(), "h264".to_owned()),
+            ]);
+            let channel = writer
+                .add_channel(schema, &camera.topic, "protobuf", &metadata)
+                .map_err(mcap_err)?;
+            let group = group_index(&camera.group);
+            group_topics
+                .entry(camera.group.clone())
+                .or_default()
+                .push(camera.topic.clone());
+            grids.insert(
+                camera.topic.clone(),
+                StreamGrid::of(camera.frames.iter().map(|f| f.log_time)),
+            );
+            let mut last_window = None;
+            for frame in &camera.frames {
+                let window = frame.log_time.saturating_sub(origin) / config.camera_window_ns;
+                if last_window != Some(window) && !is_idr(&frame.data) {
+                    return Err(Error::InvalidEpisode(format!(
+                        "{}: first frame of camera window {window} (log time {}) is not a keyframe; \
+                         encode with keyframes forced at window starts",
+                        camera.topic, frame.log_time
+                    )));
+                }
+                last_window = Some(window);
+                let message = CompressedVideo {
+                    timestamp: Some(Timestamp::from_ns(frame.stamp_ns)),
+                    frame_id: camera.frame_id.clone(),
+                    data: frame.data.clone(),
+                    format: "h264".into(),
+                };
+                pending.push(Pending {
+                    group,
+                    window,
+                    channel,
+                    log_time: frame.log_time,
+                    publish_time: frame.publish_time,
+                    data: message.encode_to_vec(),
+                });
+            }
+        }
+    }
+    if !episode.signals.is_empty() {
+        let schema = writer
+            .add_schema(FLOAT_ARRAY, "protobuf", &float_array_schema())
+            .map_err(mcap_err)?;
+        for signal in &episode.signals {
+            let metadata = BTreeMap::from([
+                (keys::GROUP.to_owned(), signal.group.clone()),
+                (keys::KIND.to_owned(), signal.kind.as_str().to_owned()),
+                (keys::FIELDS.to_owned(), signal.fields.join(",")),
+                (keys::SOURCE_SCHEMA.to_owned(), signal.source_schema.clone()),
+            ]);
+            let channel = writer
+                .add_channel(schema, &signal.topic, "protobuf", &metadata)
+                .map_err(mcap_err)?;
+            let group = group_index(&signal.group);
+            group_topics
+                .entry(signal.group.clone())
+                .or_default()
+                .push(signal.topic.clone());
+            grids.insert(
+                signal.topic.clone(),
+                StreamGrid::of(signal.samples.iter().map(|s| s.log_time)),
+            );
+            for sample in &signal.samples {
+                if sample.values.len() != signal.fields.len() {
+                    return Err(Error::InvalidEpisode(format!(
+                        "{}: sample at {} has {} values for {} fields",
+                        signal.topic,
+                        sample.log_time,
+                        sample.values.len(),
+                        signal.fields.len()
+                    )));
+                }
+                let message = FloatArray {
+                    timestamp: Some(Timestamp::from_ns(sample.stamp_ns)),
+                    values: sample.values.clone(),
+                };
+                pending.push(Pending {
+                    group,
+                    window: sample.log_time.saturating_sub(origin) / config.signal_window_ns,
+                    channel,
+                    log_time: sample.log_time,
+                    publish_time: sample.publish_time,
+                    data: message.encode_to_vec(),
+                });
+            }
+        }
+    }
+
+    // Order messages for the layout; a `flush` closes a chunk between buckets.
+    let window_start = |p: &Pending| {
+        let is_camera = episode.cameras.iter().any(|c| groups[p.group] == c.group);
+        p.window
+            * if is_camera {
+                config.camera_window_ns
+            } else {
+                config.signal_window_ns
+            }
+    };
+    match config.layout {
+        Layout::TopicGroups => pending.sort_by_key(|p| (p.group, p.window, p.log_time, p.channel)),
+        Layout::Interleaved { .. } => pending.sort_by_key(|p| (p.log_time, p.channel)),
+        Layout::TopicPerChunk => {
+            let mut keyed: Vec<(u64, u16, u64, Pending)> = pending
+                .into_iter()
+                .map(|p| (window_start(&p), p.channel, p.log_time, p))
+                .collect();
+            keyed.sort_by_key(|(start, channel, time, _)| (*start, *channel, *time));
+            pending = keyed.into_iter().map(|(.., p)| p).collect();
+        }
+    }
+    let bucket = |p: &Pending| match config.layout {
+        Layout::TopicGroups => (p.group as u64, p.window, 0),
+        Layout::Interleaved { .. } => (0, 0, 0),
+        Layout::TopicPerChunk => (p.window, p.group as u64, p.channel as u64),
+    };
+    let mut sequence: BTreeMap<u16, u32> = BTreeMap::new();
+    let mut current = None;
+    for p in &pending {
+        let key = bucket(p);
+        if current.is_some_and(|c| c != key) {
+            writer.flush().map_err(mcap_err)?;
+        }
+        current = Some(key);
+        let seq = sequence.entry(p.channel).or_insert(0);
+        *seq += 1;
+        writer
+            .write_to_known_channel(
+                &MessageHeader {
+                    channel_id: p.channel,
+                    sequence: *seq,
+                    log_time: p.log_time,
+                    publish_time: p.publish_time,
+                },
+                &p.data,
+            )
+            .map_err(mcap_err)?;
+    }
+    writer.flush().map_err(mcap_err)?;
+
+    // Metadata last, right before the summary, so a reader's tail read picks it up.
+    let mut episode_meta = episode.episode.clone();
+    episode_meta.insert("reel.format_version".into(), FORMAT_VERSION.into());
+    let start = grids.values().map(|g| g.start_ns).min().unwrap_or(0);
+    let end = grids.values().map(|g| g.end_ns).max().unwrap_or(0);
+    episode_meta.insert("start_ns".into(), start.to_string());
+    episode_meta.insert("end_ns".into(), end.to_string());
+    writer
+        .write_metadata(&Metadata {
+            name: "episode".into(),
+            metadata: episode_meta,
+        })
+        .map_err(mcap_err)?;
+    let layout = BTreeMap::from([
+        ("format_version".to_owned(), FORMAT_VERSION.to_owned()),
+        ("layout".to_owned(), config.layout.name().to_owned()),
+        (
+            "groups".to_owned(),
+            serde_json::to_string(&group_topics).unwrap_or_default(),
+        ),
+        ("origin_ns".to_owned(), origin.to_string()),
+        (
+            "camera_window_ns".to_owned(),
+            config.camera_window_ns.to_string(),
+        ),
+        (
+            "signal_window_ns".to_owned(),
+            config.signal_window_ns.to_string(),
+        ),
+    ]);
+    writer
+        .write_metadata(&Metadata {
+            name: keys::LAYOUT_RECORD.into(),
+            metadata: layout,
+        })
+        .map_err(mcap_err)?;
+    let streams = grids
+        .iter()
+        .map(|(topic, grid)| {
+            (
+                topic.clone(),
+                serde_json::to_string(grid).unwrap_or_default(),
+            )
+        })
+        .collect();
+    writer
+        .write_metadata(&Metadata {
+            name: keys::STREAMS_RECORD.into(),
+            metadata: streams,
+        })
+        .map_err(mcap_err)?;
+    writer.finish().map_err(mcap_err)?;
+    Ok(writer.into_inner().into_inner())
+}

@@ -1,0 +1,97 @@
+//! Landing episodes from reel-synth pack into canonical episodes that read back exactly.
+
+#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
+
+use reel_io::{CountingSource, MemorySource};
+use reel_mcap::{EpisodeReader, PackConfig, keys, pack_episode};
+use reel_synth::{Flavor, SynthConfig, generate_episode};
+use reel_video::H264Decoder;
+
+fn synth(flavor: Flavor) -> reel_synth::SynthEpisode {
+    let config = SynthConfig {
+        seconds: 3.0,
+        cameras: 3,
+        width: 96,
+        height: 64,
+        flavor,
+        ..SynthConfig::default()
+    };
+    generate_episode(&config, 0).unwrap()
+}
+
+#[test]
+fn ros2_episode_packs_and_reads_back() {
+    let landing = synth(Flavor::Ros2);
+    let (bytes, report) =
+        pack_episode("landing.mcap", &landing.mcap, &PackConfig::default()).unwrap();
+    assert_eq!(report.cameras, 3);
+    assert_eq!(report.signals, 4, "joint states, action, two hands");
+    assert!(report.skipped_topics.is_empty());
+    let landing_counts = &landing.report.counts;
+    let frames: u64 = landing_counts
+        .iter()
+        .filter(|(t, _)| t.starts_with("/camera/"))
+        .map(|(_, c)| c)
+        .sum();
+    assert_eq!(report.frames, frames);
+
+    let source = CountingSource::new(MemorySource::new("canonical.mcap", bytes));
+    let reader = EpisodeReader::open(&source).unwrap();
+    assert!(source.stats().reads <= 2, "{:?}", source.stats());
+    assert_eq!(
+        reader.groups().keys().collect::<Vec<_>>(),
+        ["cameras", "proprio"]
+    );
+    assert_eq!(
+        reader.metadata()["episode"]["episode_id"],
+        landing.report.meta.episode_id
+    );
+    assert_eq!(
+        reader.metadata()["episode"]["reel.format_version"],
+        reel_mcap::FORMAT_VERSION
+    );
+
+    // Every landing message is there, per topic.
+    let stats = reader.summary().unwrap().stats.clone().unwrap();
+    let total: u64 = landing_counts.values().sum();
+    assert_eq!(stats.message_count, total);
+    for (topic, count) in landing_counts {
+        let id = reader.channel(topic).unwrap().id;
+        assert_eq!(stats.channel_message_counts[&id], *count, "{topic}");
+    }
+
+    // A 1 s state window + 1 s of actions: one ranged read for the proprio group.
+    let t0 = stats.message_start_time;
+    source.reset();
+    let window = reader
+        .signals(
+            &["/joint_states", "/action"],
+            t0 + 1_000_000_000..t0 + 2_000_000_000,
+        )
+        .unwrap();
+    assert_eq!(source.stats().reads, 1);
+    let joints = &window[0];
+    assert_eq!(joints.fields.len(), 14 * 3);
+    assert!(
+        (190..=210).contains(&joints.log_times.len()),
+        "{}",
+        joints.log_times.len()
+    );
+    assert!(joints.log_times.windows(2).all(|w| w[0] <= w[1]));
+    assert!((45..=55).contains(&window[1].log_times.len()));
+    let channel = reader.channel("/action").unwrap();
+    assert_eq!(channel.metadata[keys::KIND], "action");
+
+    // Two frames from each of three cameras: one ranged read for the camera group.
+    let cameras: Vec<String> = reader.groups()["cameras"].clone();
+    let times = [t0 + 1_450_000_000, t0 + 1_550_000_000];
+    let requests: Vec<(&str, &[u64])> = cameras.iter().map(|c| (c.as_str(), &times[..])).collect();
+    let mut decoder = H264Decoder::new().unwrap();
+    source.reset();
+    let frames = reader.frames(&requests, &mut decoder, None).unwrap();
+    assert_eq!(source.stats().reads, 1, "{:?}", source.stats());
+    for per_camera in &frames {
+        assert_eq!(per_camera.len(), 2);
+        assert_eq!((per_camera[0].width, per_camera[0].height), (96, 64));
+    }
+}
