@@ -62,7 +62,7 @@ pub enum Group {
 
 /// Collectives over a fixed set of ranks. Every member of a group must call the same collectives in the
 /// same order with the same lengths.
-pub trait Communicator: Send {
+pub trait Communicator {
     /// This rank, in `0..world_size`.
     fn rank(&self) -> usize;
     /// Nodes and ranks per node.

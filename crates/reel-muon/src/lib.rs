@@ -24,6 +24,8 @@
 
 pub mod comm;
 pub mod cost;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod error;
 pub mod newton_schulz;
 pub mod optimizer;
