@@ -53,7 +53,7 @@ pub mod proto;
 mod reader;
 mod writer;
 
-pub use inspect::{ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
+pub use inspect::{ChannelSummary, ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
 pub use landing::{
     ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingSignal, read_landing,
 };

@@ -383,6 +383,14 @@ impl<S: ByteSource> EpisodeReader<S> {
         Ok(out)
     }
 
+    /// The messages of one chunk (one ranged read), with their channel ids.
+    pub(crate) fn chunk_messages(&self, chunk: &ChunkIndex) -> Result<Vec<(u16, RawMessage)>> {
+        match &self.index {
+            Index::Summary(summary) => self.read_run(summary, &[chunk]),
+            Index::Scanned { .. } => Ok(Vec::new()),
+        }
+    }
+
     /// Reads one run of adjacent chunks with a single ranged read and returns their messages.
     fn read_run(&self, summary: &Summary, run: &[&ChunkIndex]) -> Result<Vec<(u16, RawMessage)>> {
         let (Some(first), Some(last)) = (run.first(), run.last()) else {

@@ -1,0 +1,140 @@
+//! `reel-pack`: landing MCAP → canonical episode MCAP.
+//!
+//! Inputs and outputs are local paths or S3 URIs. One JSON line per input on stdout (the
+//! pack report, or `{"input", "error"}`); progress on stderr. Exits non-zero if any input
+//! failed.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use reel_io::StoreOptions;
+use reel_mcap::PackConfig;
+
+/// Pack landing MCAPs (ROS 2 cdr or Foxglove protobuf/JSON; JPEG, PNG or raw frames) into
+/// canonical topic-group MCAPs with H.264 cameras.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Landing MCAP files (paths or s3:// URIs).
+    #[arg(required = true)]
+    inputs: Vec<String>,
+    /// Output file for one input; output folder (or S3 prefix) for several.
+    #[arg(short, long)]
+    output: String,
+    /// TOML config: topic → group rules, skips, encoder settings.
+    #[arg(long)]
+    config: Option<String>,
+    /// Frames per GOP (and per camera chunk).
+    #[arg(long)]
+    gop: Option<u32>,
+    /// x264 CRF.
+    #[arg(long)]
+    crf: Option<f32>,
+    /// Skip topics with unknown schemas instead of failing.
+    #[arg(long)]
+    skip_unknown: bool,
+    /// Drop landing frames that do not decode instead of failing.
+    #[arg(long)]
+    skip_bad_frames: bool,
+    /// Inputs packed in parallel (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+}
+
+fn output_for(args: &Args, input: &str) -> String {
+    if args.inputs.len() == 1 && args.output.ends_with(".mcap") {
+        return args.output.clone();
+    }
+    let file = input
+        .split('?')
+        .next()
+        .unwrap_or(input)
+        .rsplit('/')
+        .next()
+        .unwrap_or(input);
+    let (dir, query) = match args.output.split_once('?') {
+        Some((d, q)) => (d, format!("?{q}")),
+        None => (args.output.as_str(), String::new()),
+    };
+    format!("{}/{file}{query}", dir.trim_end_matches('/'))
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    reel_video::quiet_ffmpeg_logs();
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+            PackConfig::from_toml(path, &text)?
+        }
+        None => PackConfig::default(),
+    };
+    if let Some(gop) = args.gop {
+        if gop == 0 {
+            bail!("--gop must be at least 1");
+        }
+        config.gop = gop;
+    }
+    if let Some(crf) = args.crf {
+        if !(0.0..=51.0).contains(&crf) {
+            bail!("--crf must be in 0..=51");
+        }
+        config.crf = crf;
+    }
+    config.skip_unknown |= args.skip_unknown;
+    config.skip_bad_frames |= args.skip_bad_frames;
+    if args.inputs.len() > 1
+        && args
+            .output
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .ends_with(".mcap")
+    {
+        bail!("several inputs need an output folder, not {}", args.output);
+    }
+    if !args.output.starts_with("s3://")
+        && !(args.inputs.len() == 1 && args.output.ends_with(".mcap"))
+    {
+        std::fs::create_dir_all(&args.output)
+            .with_context(|| format!("creating {}", args.output))?;
+    }
+
+    let options = StoreOptions::default();
+    let bar = ProgressBar::new(args.inputs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} episodes {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let stdout = Mutex::new(std::io::stdout());
+    let failures = Mutex::new(0usize);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs.unwrap_or(0))
+        .build()?;
+    pool.install(|| {
+        args.inputs.par_iter().for_each(|input| {
+            let output = output_for(&args, input);
+            let line = match reel_mcap::pack(input, &output, &config, &options) {
+                Ok(report) => serde_json::to_string(&report).unwrap_or_default(),
+                Err(e) => {
+                    *failures.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+                    bar.suspend(|| eprintln!("error: {e}"));
+                    serde_json::json!({ "input": input, "error": e.to_string() }).to_string()
+                }
+            };
+            let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = writeln!(out, "{line}");
+            bar.inc(1);
+        });
+    });
+    bar.finish_and_clear();
+    let failures = *failures.lock().unwrap_or_else(|p| p.into_inner());
+    if failures > 0 {
+        bail!("{failures} of {} inputs failed", args.inputs.len());
+    }
+    Ok(())
+}
