@@ -135,6 +135,25 @@ impl BlockCache {
         self.inner.evict()
     }
 
+    /// Scans the cache folders without evicting anything: what they hold now.
+    pub fn usage(&self) -> Result<ScanReport> {
+        let pinned = self.inner.pinned_dirs()?;
+        let mut entries = Vec::new();
+        for dir in &self.config().dirs {
+            scan_blocks(&dir.join("blocks"), &mut entries, false)?;
+        }
+        Ok(ScanReport {
+            blocks: entries.len() as u64,
+            used_bytes: entries.iter().map(|e| e.bytes).sum(),
+            pinned_bytes: entries
+                .iter()
+                .filter(|e| pinned.contains(&e.dir))
+                .map(|e| e.bytes)
+                .sum(),
+            ..ScanReport::default()
+        })
+    }
+
     fn pin_path(&self, name: &str) -> Result<PathBuf> {
         let valid = !name.is_empty()
             && !name.starts_with('.')
@@ -185,6 +204,14 @@ impl Inner {
     /// least recently used unpinned blocks until there is room for another
     /// [`CacheConfig::eviction_slack`](crate::CacheConfig::eviction_slack). Returns `None`
     /// when another process is scanning right now.
+    fn pinned_dirs(&self) -> Result<HashSet<String>> {
+        Ok(self
+            .pins()?
+            .into_iter()
+            .flat_map(|l| l.objects.into_iter().map(|o| o.dir))
+            .collect())
+    }
+
     pub(crate) fn evict(&self) -> Result<Option<ScanReport>> {
         let inner = self;
         let lock_path = self.config.dirs[0].join("evict.lock");
@@ -202,15 +229,11 @@ impl Inner {
         *inner.last_scan.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         inner.written_since_scan.store(0, Ordering::Relaxed);
 
-        let pinned: HashSet<String> = self
-            .pins()?
-            .into_iter()
-            .flat_map(|l| l.objects.into_iter().map(|o| o.dir))
-            .collect();
+        let pinned = self.pinned_dirs()?;
         let mut report = ScanReport::default();
         let mut entries = Vec::new();
         for dir in &self.config.dirs {
-            report.stale_temps_removed += scan_blocks(&dir.join("blocks"), &mut entries)?;
+            report.stale_temps_removed += scan_blocks(&dir.join("blocks"), &mut entries, true)?;
         }
         report.blocks = entries.len() as u64;
         report.used_bytes = entries.iter().map(|e| e.bytes).sum();
@@ -270,9 +293,9 @@ impl Inner {
     }
 }
 
-/// Collects the block files under `blocks` and removes stale temporary files; returns how
-/// many temporary files were removed.
-fn scan_blocks(blocks: &Path, out: &mut Vec<BlockEntry>) -> Result<u64> {
+/// Collects the block files under `blocks` and, with `clean`, removes stale temporary
+/// files; returns how many temporary files were removed.
+fn scan_blocks(blocks: &Path, out: &mut Vec<BlockEntry>, clean: bool) -> Result<u64> {
     let mut removed = 0;
     let objects = match std::fs::read_dir(blocks) {
         Ok(entries) => entries,
@@ -292,7 +315,7 @@ fn scan_blocks(blocks: &Path, out: &mut Vec<BlockEntry>) -> Result<u64> {
             let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
             if name.starts_with('.') && name.ends_with(".tmp") {
                 let stale = now.duration_since(mtime).is_ok_and(|age| age > STALE_TEMP);
-                if stale && std::fs::remove_file(file.path()).is_ok() {
+                if clean && stale && std::fs::remove_file(file.path()).is_ok() {
                     removed += 1;
                 }
             } else if name.ends_with(".blk") {
