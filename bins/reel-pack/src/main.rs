@@ -97,9 +97,8 @@ fn main() -> anyhow::Result<()> {
     {
         bail!("several inputs need an output folder, not {}", args.output);
     }
-    if !args.output.starts_with("s3://")
-        && !(args.inputs.len() == 1 && args.output.ends_with(".mcap"))
-    {
+    let single_file = args.inputs.len() == 1 && args.output.ends_with(".mcap");
+    if !(args.output.starts_with("s3://") || single_file) {
         std::fs::create_dir_all(&args.output)
             .with_context(|| format!("creating {}", args.output))?;
     }

@@ -245,7 +245,10 @@ pub fn inspect<S: ByteSource>(source: S, gops: bool) -> Result<LayoutReport> {
                     .is_some_and(|s| s.name == crate::proto::COMPRESSED_VIDEO)
             })
             .collect();
-        let mut per_camera: BTreeMap<u16, (Vec<(u64, bool, usize)>, u64, u64)> = BTreeMap::new();
+        // Per camera: (log time, is keyframe, bytes) of each frame, chunks starting at a
+        // keyframe, chunks.
+        type CameraFrames = (Vec<(u64, bool, usize)>, u64, u64);
+        let mut per_camera: BTreeMap<u16, CameraFrames> = BTreeMap::new();
         for chunk in &summary.chunk_indexes {
             if !cameras
                 .iter()
