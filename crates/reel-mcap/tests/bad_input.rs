@@ -1,0 +1,225 @@
+//! Bad input gives typed errors that name the file, never a panic.
+
+#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+
+use reel_io::MemorySource;
+use reel_mcap::{EpisodeReader, Error, PackConfig, pack_episode};
+use reel_synth::{FaultKind, FaultRates, SynthConfig, generate_episode};
+use reel_video::H264Decoder;
+
+fn canonical() -> Vec<u8> {
+    let config = SynthConfig {
+        seconds: 2.0,
+        cameras: 2,
+        width: 64,
+        height: 48,
+        ..SynthConfig::default()
+    };
+    let landing = generate_episode(&config, 1).unwrap();
+    pack_episode("landing.mcap", &landing.mcap, &PackConfig::default())
+        .unwrap()
+        .0
+}
+
+fn open(bytes: Vec<u8>) -> reel_mcap::Result<EpisodeReader<MemorySource>> {
+    EpisodeReader::open(MemorySource::new("broken.mcap", bytes))
+}
+
+#[test]
+fn truncated_and_foreign_files() {
+    let bytes = canonical();
+    for len in [0, 10, 100, bytes.len() / 2, bytes.len() - 1] {
+        let err = open(bytes[..len].to_vec()).unwrap_err();
+        assert!(matches!(err, Error::Truncated { .. }), "{len}: {err}");
+        assert!(err.to_string().contains("broken.mcap"), "{err}");
+    }
+    let err = open(b"PK\x03\x04 this is a zip file, not an MCAP at all....".to_vec()).unwrap_err();
+    assert!(matches!(err, Error::Truncated { .. }), "{err}");
+}
+
+#[test]
+fn bad_chunk_crc_is_reported() {
+    let mut bytes = canonical();
+    let reader = open(bytes.clone()).unwrap();
+    let chunk = reader.summary().unwrap().chunk_indexes[0].clone();
+    let group = reader.groups().keys().next().unwrap().clone();
+    // Flip one byte in the middle of the first chunk's compressed records.
+    let at = (chunk.compressed_data_offset().unwrap() + chunk.compressed_size / 2) as usize;
+    bytes[at] ^= 0x40;
+    let reader = open(bytes).unwrap();
+    let err = reader.read_window(&group, 0..u64::MAX).unwrap_err();
+    assert!(matches!(err, Error::Mcap { .. }), "{err}");
+    assert!(err.to_string().contains("broken.mcap"), "{err}");
+}
+
+#[test]
+fn missing_summary_falls_back_to_a_scan_with_a_warning() {
+    // A writer with every summary record turned off, as some recorders do when killed.
+    let mut writer = mcap::WriteOptions::new()
+        .emit_summary_records(false)
+        .emit_summary_offsets(false)
+        .emit_statistics(false)
+        .emit_chunk_indexes(false)
+        .emit_metadata_indexes(false)
+        .emit_attachment_indexes(false)
+        .emit_message_indexes(false)
+        .create(Cursor::new(Vec::new()))
+        .unwrap();
+    let meta = BTreeMap::from([("reel.group".to_owned(), "proprio".to_owned())]);
+    let channel = writer
+        .add_channel(0, "/joint_states", "json", &meta)
+        .unwrap();
+    for i in 0..100u64 {
+        let header = mcap::records::MessageHeader {
+            channel_id: channel,
+            sequence: i as u32,
+            log_time: i * 1000,
+            publish_time: i * 1000,
+        };
+        writer.write_to_known_channel(&header, b"{}").unwrap();
+    }
+    writer.finish().unwrap();
+    let bytes = writer.into_inner().into_inner();
+    let footer = mcap::read::footer(&bytes).unwrap();
+    assert_eq!(footer.summary_start, 0, "the file really has no summary");
+
+    let reader = open(bytes).unwrap();
+    assert_eq!(reader.warnings().len(), 1);
+    assert!(
+        reader.warnings()[0].contains("no summary"),
+        "{:?}",
+        reader.warnings()
+    );
+    let window = reader.read_window("proprio", 10_000..20_000).unwrap();
+    assert_eq!(window.len(), 10);
+    assert_eq!(window[0].log_time, 10_000);
+}
+
+#[test]
+fn unknown_topics_and_groups_are_named() {
+    let reader = open(canonical()).unwrap();
+    let err = reader.read_window("lidar", 0..10).unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownGroup { .. }) && err.to_string().contains("lidar"),
+        "{err}"
+    );
+    let mut decoder = H264Decoder::new().unwrap();
+    let err = reader
+        .frames_at("/camera/nope", &[0], &mut decoder, None)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownTopic { .. }) && err.to_string().contains("/camera/nope"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_landing_schema_is_an_error_unless_skipped() {
+    let mut writer = mcap::WriteOptions::new()
+        .create(Cursor::new(Vec::new()))
+        .unwrap();
+    let schema = writer
+        .add_schema("diagnostic_msgs/msg/DiagnosticArray", "ros2msg", b"")
+        .unwrap();
+    let channel = writer
+        .add_channel(schema, "/diagnostics", "cdr", &BTreeMap::new())
+        .unwrap();
+    let header = mcap::records::MessageHeader {
+        channel_id: channel,
+        sequence: 0,
+        log_time: 5,
+        publish_time: 5,
+    };
+    writer
+        .write_to_known_channel(&header, &[0, 1, 0, 0])
+        .unwrap();
+    writer.finish().unwrap();
+    let landing = writer.into_inner().into_inner();
+
+    let err = pack_episode("diag.mcap", &landing, &PackConfig::default()).unwrap_err();
+    assert!(matches!(err, Error::UnknownSchema { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("diag.mcap")
+            && text.contains("/diagnostics")
+            && text.contains("DiagnosticArray"),
+        "{text}"
+    );
+
+    let config = PackConfig {
+        skip_unknown: true,
+        ..PackConfig::default()
+    };
+    let (_, report) = pack_episode("diag.mcap", &landing, &config).unwrap();
+    assert_eq!(
+        report.skipped_topics["/diagnostics"],
+        "diagnostic_msgs/msg/DiagnosticArray"
+    );
+}
+
+#[test]
+fn corrupt_landing_jpeg_is_an_error_unless_skipped() {
+    let config = SynthConfig {
+        seconds: 3.0,
+        cameras: 1,
+        width: 64,
+        height: 48,
+        faults: FaultRates::none().with(FaultKind::CorruptFrame, 60.0),
+        ..SynthConfig::default()
+    };
+    let landing = generate_episode(&config, 2).unwrap();
+    let corrupt = landing
+        .faults
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::CorruptFrame)
+        .count() as u64;
+    assert!(corrupt > 0, "the synthetic episode has corrupt frames");
+
+    let err = pack_episode("faulty.mcap", &landing.mcap, &PackConfig::default()).unwrap_err();
+    assert!(matches!(err, Error::CorruptFrame { .. }), "{err}");
+    assert!(
+        err.to_string().contains("faulty.mcap") && err.to_string().contains("/camera/"),
+        "{err}"
+    );
+
+    let skip = PackConfig {
+        skip_bad_frames: true,
+        ..PackConfig::default()
+    };
+    let (_, report) = pack_episode("faulty.mcap", &landing.mcap, &skip).unwrap();
+    assert_eq!(report.bad_frames, corrupt);
+}
+
+#[test]
+fn byte_flips_never_panic() {
+    let bytes = canonical();
+    let mut decoder = H264Decoder::new().unwrap();
+    let mut state = 0x9e3779b97f4a7c15u64;
+    for _ in 0..200 {
+        let mut mutated = bytes.clone();
+        for _ in 0..4 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let at = (state % mutated.len() as u64) as usize;
+            mutated[at] = (state >> 32) as u8;
+        }
+        if let Ok(reader) = open(mutated) {
+            for group in reader.groups().clone().keys() {
+                let _ = reader.read_window(group, 0..u64::MAX);
+            }
+            if let Some(camera) = reader
+                .groups()
+                .get("cameras")
+                .and_then(|c| c.first())
+                .cloned()
+            {
+                let _ = reader.frames_at(&camera, &[0, u64::MAX / 2], &mut decoder, Some((32, 24)));
+            }
+        }
+    }
+}
