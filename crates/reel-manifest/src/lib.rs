@@ -1,0 +1,144 @@
+//! Training manifests: which episodes a run reads and where each one starts
+//! and stops, as one uncompressed Arrow IPC file that every rank
+//! memory-maps.
+//!
+//! A manifest has one row per episode (URI, time range, steps per stream,
+//! bytes, the number of training samples under the manifest's
+//! [`SamplingRule`], and the cumulative sample offset). Opening one maps the
+//! file and decodes the Arrow footer and record-batch headers only: no column
+//! is copied or scanned, so [`Manifest::open`] costs the same for a thousand
+//! rows or fifty million, and all ranks of a node share one page-cache copy.
+//! [`Manifest::sample`] maps a global sample index to (episode, anchor time)
+//! by binary search over the cumulative offsets; [`Manifest::shard`] gives
+//! each rank a disjoint, complete slice of the sample space.
+//!
+//! This crate reads and writes manifests with arrow-rs alone; building one
+//! from SQL lives in `reel-curate`, which is the only crate that links polars.
+//!
+//! ```
+//! use reel_manifest::{Manifest, ManifestMeta, ManifestRow, SamplingRule, write_manifest};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("manifest.arrow");
+//! let rule = SamplingRule { period_ns: 100_000_000, before_ns: 0, after_ns: 0 }; // 10 Hz anchors
+//! let rows = [
+//!     ManifestRow { episode_id: "ep-a", uri: "canonical/ep-a.mcap", start_ns: 0, end_ns: 1_000_000_000, ..Default::default() },
+//!     ManifestRow { episode_id: "ep-b", uri: "canonical/ep-b.mcap", start_ns: 0, end_ns: 500_000_000, ..Default::default() },
+//! ];
+//! write_manifest(&path, &rows, &ManifestMeta::new("SELECT * FROM episodes", "snap-1", rule))?;
+//!
+//! let manifest = Manifest::open(&path)?;
+//! assert_eq!(manifest.len(), 2);
+//! assert_eq!(manifest.num_samples(), 11 + 6);
+//! let sample = manifest.sample(12)?; // the second sample of ep-b
+//! assert_eq!(sample.episode.episode_id()?, "ep-b");
+//! assert_eq!(sample.time_ns, 100_000_000);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+mod fetch;
+mod read;
+mod write;
+
+pub use error::ManifestError;
+pub use fetch::fetch_once;
+pub use read::{EpisodeRef, Manifest, Sample, ShardView};
+pub use write::{ManifestRow, ManifestWriter, write_manifest};
+
+/// The manifest format version this crate reads and writes.
+pub const FORMAT_VERSION: &str = "1";
+
+/// Schema-metadata keys.
+pub mod keys {
+    pub const VERSION: &str = "reel.manifest.version";
+    pub const QUERY: &str = "reel.manifest.query";
+    pub const SNAPSHOT: &str = "reel.manifest.warehouse_snapshot";
+    pub const CREATED_AT: &str = "reel.manifest.created_at";
+    pub const PERIOD_NS: &str = "reel.manifest.sampling.period_ns";
+    pub const BEFORE_NS: &str = "reel.manifest.sampling.before_ns";
+    pub const AFTER_NS: &str = "reel.manifest.sampling.after_ns";
+}
+
+/// Column names, in file order.
+pub mod columns {
+    pub const EPISODE_ID: &str = "episode_id";
+    pub const URI: &str = "uri";
+    pub const START_NS: &str = "start_ns";
+    pub const END_NS: &str = "end_ns";
+    pub const BYTES: &str = "bytes";
+    pub const CAMERA_FRAMES: &str = "camera_frames";
+    pub const STATE_STEPS: &str = "state_steps";
+    pub const ACTION_STEPS: &str = "action_steps";
+    pub const NUM_SAMPLES: &str = "num_samples";
+    pub const SAMPLE_OFFSET: &str = "sample_offset";
+}
+
+/// Which anchor times of an episode are training samples: every `period_ns`
+/// from `start + before_ns` while the whole window `[t - before, t + after]`
+/// stays inside the episode. Integer nanoseconds keep anchors exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SamplingRule {
+    pub period_ns: u64,
+    /// History the sample needs before its anchor (e.g. a 1 s state window).
+    pub before_ns: u64,
+    /// Future the sample needs after its anchor (e.g. a 1 s action chunk).
+    pub after_ns: u64,
+}
+
+impl SamplingRule {
+    /// Anchors at `hz` with the given margins in seconds.
+    pub fn at_hz(hz: f64, before_s: f64, after_s: f64) -> Self {
+        Self {
+            period_ns: (1e9 / hz).round().max(1.0) as u64,
+            before_ns: (before_s * 1e9).round().max(0.0) as u64,
+            after_ns: (after_s * 1e9).round().max(0.0) as u64,
+        }
+    }
+
+    /// Samples an episode spanning `start_ns..=end_ns` yields.
+    pub fn num_samples(&self, start_ns: i64, end_ns: i64) -> u64 {
+        let span = end_ns.saturating_sub(start_ns);
+        let need = (self.before_ns + self.after_ns) as i64;
+        if span < need || self.period_ns == 0 {
+            return 0;
+        }
+        (span - need) as u64 / self.period_ns + 1
+    }
+
+    /// The anchor time of sample `k` of an episode starting at `start_ns`.
+    pub fn anchor_ns(&self, start_ns: i64, k: u64) -> i64 {
+        start_ns + self.before_ns as i64 + (k * self.period_ns) as i64
+    }
+}
+
+/// What a manifest says about itself (its Arrow schema metadata).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestMeta {
+    /// The curation query that selected the rows.
+    pub query: String,
+    /// Identifies the warehouse state the query ran on.
+    pub warehouse_snapshot: String,
+    /// RFC 3339 creation time.
+    pub created_at: String,
+    pub sampling: SamplingRule,
+}
+
+impl ManifestMeta {
+    /// Metadata stamped with the current time.
+    pub fn new(
+        query: impl Into<String>,
+        warehouse_snapshot: impl Into<String>,
+        sampling: SamplingRule,
+    ) -> Self {
+        let created_at = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        Self {
+            query: query.into(),
+            warehouse_snapshot: warehouse_snapshot.into(),
+            created_at,
+            sampling,
+        }
+    }
+}

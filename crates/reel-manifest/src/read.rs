@@ -1,0 +1,580 @@
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{
+    Array, ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
+use arrow_buffer::Buffer;
+use arrow_ipc::convert::try_fb_to_schema;
+use arrow_ipc::reader::{FileDecoder, read_footer_length};
+use arrow_schema::DataType;
+
+use crate::{FORMAT_VERSION, ManifestError, ManifestMeta, SamplingRule, columns as col, keys};
+
+/// One record batch's columns, borrowed from the mapped file.
+#[derive(Debug)]
+struct Batch {
+    episode_id: StringArray,
+    uri: StringArray,
+    start_ns: Int64Array,
+    end_ns: Int64Array,
+    bytes: UInt64Array,
+    camera_frames: UInt32Array,
+    state_steps: UInt32Array,
+    action_steps: UInt32Array,
+    num_samples: UInt64Array,
+    sample_offset: UInt64Array,
+}
+
+/// A memory-mapped manifest. Cheap to open at any size; see the crate docs.
+#[derive(Debug)]
+pub struct Manifest {
+    path: PathBuf,
+    meta: ManifestMeta,
+    batches: Vec<Batch>,
+    /// First global row of each batch, plus the total at the end.
+    row_starts: Vec<usize>,
+    /// First global sample of each batch, plus the total at the end.
+    sample_starts: Vec<u64>,
+}
+
+fn column<T: 'static + Clone>(
+    path: &Path,
+    batch: &RecordBatch,
+    name: &'static str,
+    want: &DataType,
+) -> Result<T, ManifestError> {
+    let problem = |problem: String| ManifestError::Column {
+        path: path.to_path_buf(),
+        column: name,
+        problem,
+    };
+    let array: &ArrayRef = batch
+        .column_by_name(name)
+        .ok_or_else(|| problem("is missing".into()))?;
+    if array.data_type() != want {
+        return Err(problem(format!(
+            "has type {}, expected {want}",
+            array.data_type()
+        )));
+    }
+    if array.null_count() != 0 {
+        return Err(problem(format!("has {} nulls", array.null_count())));
+    }
+    // Structural check only (buffer sizes): O(1), unlike full validation.
+    array
+        .to_data()
+        .validate()
+        .map_err(|e| problem(e.to_string()))?;
+    array
+        .as_any()
+        .downcast_ref::<T>()
+        .cloned()
+        .ok_or_else(|| problem("cannot be read".into()))
+}
+
+impl Manifest {
+    /// Maps the manifest at `path` and checks its format version and schema.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, ManifestError> {
+        let path = path.as_ref().to_path_buf();
+        let file = std::fs::File::open(&path).map_err(ManifestError::io(&path))?;
+        // SAFETY: manifests are immutable once renamed into place; Reel never
+        // writes to a published manifest, and the map is read-only.
+        let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(ManifestError::io(&path))?;
+        Self::from_buffer(path, Buffer::from(bytes::Bytes::from_owner(mmap)))
+    }
+
+    fn from_buffer(path: PathBuf, buffer: Buffer) -> Result<Self, ManifestError> {
+        let not_arrow = |reason: &str| ManifestError::NotArrow {
+            path: path.clone(),
+            reason: reason.into(),
+        };
+        if buffer.len() < 16 || &buffer[..6] != b"ARROW1" {
+            return Err(not_arrow("missing the ARROW1 header"));
+        }
+        let trailer_start = buffer.len() - 10;
+        let trailer: [u8; 10] = buffer[trailer_start..]
+            .try_into()
+            .map_err(|_| not_arrow("short trailer"))?;
+        let footer_len = read_footer_length(trailer)
+            .map_err(|_| not_arrow("missing the ARROW1 trailer (truncated?)"))?;
+        if footer_len > trailer_start {
+            return Err(ManifestError::corrupt(
+                &path,
+                format!("footer of {footer_len} bytes overruns the file"),
+            ));
+        }
+        let footer = arrow_ipc::root_as_footer(&buffer[trailer_start - footer_len..trailer_start])
+            .map_err(|e| ManifestError::corrupt(&path, format!("unreadable footer: {e}")))?;
+        let fb_schema = footer
+            .schema()
+            .ok_or_else(|| ManifestError::corrupt(&path, "footer has no schema"))?;
+        let schema = Arc::new(
+            try_fb_to_schema(fb_schema)
+                .map_err(|e| ManifestError::corrupt(&path, format!("unreadable schema: {e}")))?,
+        );
+        let meta = parse_meta(&path, schema.metadata())?;
+
+        let mut decoder =
+            FileDecoder::new(schema.clone(), footer.version()).with_require_alignment(true);
+        // SAFETY: full validation scans every value (O(rows)), which is what
+        // memory-mapping avoids. Instead each column gets the O(1) structural
+        // check in `column`, and string values are bounds- and UTF-8-checked
+        // on access (`EpisodeRef::str`), so corrupt bytes give errors, not UB.
+        decoder = unsafe { decoder.with_skip_validation(true) };
+        let blocks = footer
+            .recordBatches()
+            .ok_or_else(|| ManifestError::corrupt(&path, "no record batches"))?;
+        let mut batches = Vec::with_capacity(blocks.len());
+        let mut row_starts = vec![0usize];
+        let mut sample_starts = vec![0u64];
+        for block in blocks.iter() {
+            let len = block.bodyLength() as usize + block.metaDataLength() as usize;
+            let offset = block.offset() as usize;
+            if offset
+                .checked_add(len)
+                .is_none_or(|end| end > trailer_start)
+            {
+                return Err(ManifestError::corrupt(
+                    &path,
+                    format!("record batch at {offset}+{len} overruns the file"),
+                ));
+            }
+            let data = buffer.slice_with_length(offset, len);
+            check_batch_header(
+                &path,
+                &data,
+                block.metaDataLength() as usize,
+                block.bodyLength() as usize,
+            )?;
+            let batch = decoder
+                .read_record_batch(block, &data)
+                .map_err(|source| ManifestError::Arrow {
+                    path: path.clone(),
+                    source,
+                })?
+                .ok_or_else(|| ManifestError::corrupt(&path, "empty record batch block"))?;
+            let batch = Batch {
+                episode_id: column(&path, &batch, col::EPISODE_ID, &DataType::Utf8)?,
+                uri: column(&path, &batch, col::URI, &DataType::Utf8)?,
+                start_ns: column(&path, &batch, col::START_NS, &DataType::Int64)?,
+                end_ns: column(&path, &batch, col::END_NS, &DataType::Int64)?,
+                bytes: column(&path, &batch, col::BYTES, &DataType::UInt64)?,
+                camera_frames: column(&path, &batch, col::CAMERA_FRAMES, &DataType::UInt32)?,
+                state_steps: column(&path, &batch, col::STATE_STEPS, &DataType::UInt32)?,
+                action_steps: column(&path, &batch, col::ACTION_STEPS, &DataType::UInt32)?,
+                num_samples: column(&path, &batch, col::NUM_SAMPLES, &DataType::UInt64)?,
+                sample_offset: column(&path, &batch, col::SAMPLE_OFFSET, &DataType::UInt64)?,
+            };
+            let rows = batch.start_ns.len();
+            let samples_before = *sample_starts.last().unwrap_or(&0);
+            if rows > 0 {
+                // The cumulative offsets must continue exactly across batches.
+                let first = batch.sample_offset.value(0);
+                if first != samples_before {
+                    return Err(ManifestError::corrupt(
+                        &path,
+                        format!("batch starts at sample {first}, expected {samples_before}"),
+                    ));
+                }
+                let last = rows - 1;
+                let end = batch
+                    .sample_offset
+                    .value(last)
+                    .checked_add(batch.num_samples.value(last));
+                let end =
+                    end.ok_or_else(|| ManifestError::corrupt(&path, "sample count overflows"))?;
+                sample_starts.push(end);
+            } else {
+                sample_starts.push(samples_before);
+            }
+            row_starts.push(row_starts.last().unwrap_or(&0) + rows);
+            batches.push(batch);
+        }
+        Ok(Self {
+            path,
+            meta,
+            batches,
+            row_starts,
+            sample_starts,
+        })
+    }
+
+    /// Where the manifest was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The query, snapshot, creation time and sampling rule.
+    pub fn meta(&self) -> &ManifestMeta {
+        &self.meta
+    }
+
+    /// Episodes (rows).
+    pub fn len(&self) -> usize {
+        *self.row_starts.last().unwrap_or(&0)
+    }
+
+    /// True when the manifest lists no episode.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Training samples over all episodes.
+    pub fn num_samples(&self) -> u64 {
+        *self.sample_starts.last().unwrap_or(&0)
+    }
+
+    /// Total bytes of the listed episodes.
+    pub fn total_bytes(&self) -> u64 {
+        self.batches
+            .iter()
+            .flat_map(|b| b.bytes.values().iter())
+            .sum()
+    }
+
+    /// Episode `row`.
+    pub fn episode(&self, row: usize) -> Result<EpisodeRef<'_>, ManifestError> {
+        if row >= self.len() {
+            return Err(ManifestError::RowOutOfRange {
+                row,
+                rows: self.len(),
+            });
+        }
+        let batch = self.row_starts.partition_point(|&start| start <= row) - 1;
+        Ok(EpisodeRef {
+            manifest: self,
+            batch,
+            index: row - self.row_starts[batch],
+            row,
+        })
+    }
+
+    /// Every episode, in order.
+    pub fn episodes(&self) -> impl Iterator<Item = EpisodeRef<'_>> {
+        self.batches.iter().enumerate().flat_map(move |(b, batch)| {
+            (0..batch.start_ns.len()).map(move |i| EpisodeRef {
+                manifest: self,
+                batch: b,
+                index: i,
+                row: self.row_starts[b] + i,
+            })
+        })
+    }
+
+    /// Sample `index` of the whole manifest: its episode and anchor time.
+    /// O(log rows): a search over batches, then over the batch's offsets.
+    pub fn sample(&self, index: u64) -> Result<Sample<'_>, ManifestError> {
+        let total = self.num_samples();
+        if index >= total {
+            return Err(ManifestError::SampleOutOfRange { index, total });
+        }
+        let b = self.sample_starts.partition_point(|&start| start <= index) - 1;
+        let batch = &self.batches[b];
+        let offsets = batch.sample_offset.values();
+        // The last row whose offset is <= index; rows with no samples share
+        // their successor's offset and are skipped by taking the last.
+        let i = offsets.partition_point(|&o| o <= index) - 1;
+        let k = index - offsets[i];
+        if k >= batch.num_samples.value(i) {
+            return Err(ManifestError::corrupt(
+                &self.path,
+                format!("sample offsets do not cover sample {index}"),
+            ));
+        }
+        let episode = EpisodeRef {
+            manifest: self,
+            batch: b,
+            index: i,
+            row: self.row_starts[b] + i,
+        };
+        let time_ns = self.meta.sampling.anchor_ns(episode.start_ns(), k);
+        Ok(Sample {
+            index,
+            episode,
+            local_index: k,
+            time_ns,
+        })
+    }
+
+    /// Rank `rank`'s share of the samples: contiguous, disjoint across ranks,
+    /// together exactly the whole manifest.
+    pub fn shard(&self, rank: usize, world: usize) -> Result<ShardView<'_>, ManifestError> {
+        if world == 0 || rank >= world {
+            return Err(ManifestError::Shard { rank, world });
+        }
+        let total = self.num_samples() as u128;
+        let start = (total * rank as u128 / world as u128) as u64;
+        let end = (total * (rank as u128 + 1) / world as u128) as u64;
+        Ok(ShardView {
+            manifest: self,
+            start,
+            end,
+        })
+    }
+}
+
+/// Arrow types of the manifest's columns, in file order, with the byte width
+/// of their values (0 for strings).
+const LAYOUT: [(DataType, usize); 10] = [
+    (DataType::Utf8, 0),
+    (DataType::Utf8, 0),
+    (DataType::Int64, 8),
+    (DataType::Int64, 8),
+    (DataType::UInt64, 8),
+    (DataType::UInt32, 4),
+    (DataType::UInt32, 4),
+    (DataType::UInt32, 4),
+    (DataType::UInt64, 8),
+    (DataType::UInt64, 8),
+];
+
+/// Checks a record batch's header against the manifest layout before the
+/// unvalidated decode: every column's length, no nulls, no compression, and
+/// every buffer inside the body and large enough for its values. O(columns).
+fn check_batch_header(
+    path: &Path,
+    data: &[u8],
+    meta_len: usize,
+    body_len: usize,
+) -> Result<(), ManifestError> {
+    let corrupt = |reason: String| ManifestError::corrupt(path, reason);
+    if meta_len < 8 || meta_len > data.len() || data.len() - meta_len < body_len {
+        return Err(corrupt(format!(
+            "record batch header of {meta_len} bytes does not fit its block"
+        )));
+    }
+    let header = &data[..meta_len];
+    let flatbuffer = if header[..4] == [0xff; 4] {
+        &header[8..]
+    } else {
+        &header[4..]
+    };
+    let message = arrow_ipc::root_as_message(flatbuffer)
+        .map_err(|e| corrupt(format!("unreadable batch header: {e}")))?;
+    let batch = message
+        .header_as_record_batch()
+        .ok_or_else(|| corrupt("block is not a record batch".into()))?;
+    if batch.compression().is_some() {
+        return Err(corrupt(
+            "compressed record batch: manifests must be uncompressed to be memory-mapped".into(),
+        ));
+    }
+    let rows = usize::try_from(batch.length()).map_err(|_| corrupt("negative row count".into()))?;
+    let nodes = batch
+        .nodes()
+        .ok_or_else(|| corrupt("batch header lists no columns".into()))?;
+    let buffers = batch
+        .buffers()
+        .ok_or_else(|| corrupt("batch header lists no buffers".into()))?;
+    if nodes.len() != LAYOUT.len() {
+        return Err(corrupt(format!(
+            "batch has {} columns, expected {}",
+            nodes.len(),
+            LAYOUT.len()
+        )));
+    }
+    let mut next = 0;
+    for (node, (data_type, width)) in nodes.iter().zip(LAYOUT) {
+        if node.length() != batch.length() || node.null_count() != 0 {
+            return Err(corrupt(format!(
+                "a {data_type} column has {} rows ({} null), expected {rows}",
+                node.length(),
+                node.null_count()
+            )));
+        }
+        // Validity, then offsets and values (strings) or values (primitives).
+        let needed: &[usize] = if width == 0 {
+            &[0, (rows + 1) * 4, 0]
+        } else {
+            &[0, rows * width]
+        };
+        for &need in needed {
+            if next >= buffers.len() {
+                return Err(corrupt(format!(
+                    "batch has {} buffers, expected more",
+                    buffers.len()
+                )));
+            }
+            let b = buffers.get(next);
+            next += 1;
+            let (offset, length) = (b.offset(), b.length());
+            let inside = offset >= 0
+                && length >= 0
+                && (offset as u64).saturating_add(length as u64) <= body_len as u64;
+            if !inside || (length as u64) < need as u64 {
+                return Err(corrupt(format!(
+                    "a {data_type} buffer ({offset}+{length}) is out of the body or too small"
+                )));
+            }
+        }
+    }
+    if buffers.len() != next {
+        return Err(corrupt(format!(
+            "batch has {} buffers, expected {next}",
+            buffers.len()
+        )));
+    }
+    Ok(())
+}
+
+fn parse_meta(
+    path: &Path,
+    metadata: &arrow_schema::Metadata,
+) -> Result<ManifestMeta, ManifestError> {
+    let version = metadata.get(keys::VERSION);
+    if version.map(String::as_str) != Some(FORMAT_VERSION) {
+        return Err(ManifestError::Version {
+            path: path.to_path_buf(),
+            found: version.cloned(),
+            expected: FORMAT_VERSION,
+        });
+    }
+    let text = |key: &str| metadata.get(key).cloned().unwrap_or_default();
+    let number = |key: &str| -> Result<u64, ManifestError> {
+        metadata
+            .get(key)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| {
+                ManifestError::corrupt(
+                    path,
+                    format!("schema metadata {key} is missing or not a number"),
+                )
+            })
+    };
+    let sampling = SamplingRule {
+        period_ns: number(keys::PERIOD_NS)?,
+        before_ns: number(keys::BEFORE_NS)?,
+        after_ns: number(keys::AFTER_NS)?,
+    };
+    if sampling.period_ns == 0 {
+        return Err(ManifestError::corrupt(path, "sampling period is zero"));
+    }
+    Ok(ManifestMeta {
+        query: text(keys::QUERY),
+        warehouse_snapshot: text(keys::SNAPSHOT),
+        created_at: text(keys::CREATED_AT),
+        sampling,
+    })
+}
+
+/// One episode of a manifest, borrowed from the mapped file.
+#[derive(Debug, Clone, Copy)]
+pub struct EpisodeRef<'m> {
+    manifest: &'m Manifest,
+    batch: usize,
+    index: usize,
+    row: usize,
+}
+
+impl<'m> EpisodeRef<'m> {
+    fn batch(&self) -> &'m Batch {
+        &self.manifest.batches[self.batch]
+    }
+
+    /// A string value, checked against its buffers: validation was skipped
+    /// at open time to keep opening O(1).
+    fn str(&self, array: &'m StringArray, column: &'static str) -> Result<&'m str, ManifestError> {
+        let offsets = array.value_offsets();
+        let values = array.values();
+        let (a, b) = (offsets[self.index], offsets[self.index + 1]);
+        let bytes = usize::try_from(a)
+            .ok()
+            .zip(usize::try_from(b).ok())
+            .filter(|(a, b)| a <= b && *b <= values.len())
+            .map(|(a, b)| &values[a..b])
+            .ok_or_else(|| {
+                ManifestError::corrupt(
+                    &self.manifest.path,
+                    format!("row {}: {column} offsets {a}..{b} out of bounds", self.row),
+                )
+            })?;
+        std::str::from_utf8(bytes).map_err(|_| {
+            ManifestError::corrupt(
+                &self.manifest.path,
+                format!("row {}: {column} is not UTF-8", self.row),
+            )
+        })
+    }
+
+    /// Global row number.
+    pub fn row(&self) -> usize {
+        self.row
+    }
+    pub fn episode_id(&self) -> Result<&'m str, ManifestError> {
+        self.str(&self.batch().episode_id, col::EPISODE_ID)
+    }
+    /// Object path of the canonical episode, relative to the store root.
+    pub fn uri(&self) -> Result<&'m str, ManifestError> {
+        self.str(&self.batch().uri, col::URI)
+    }
+    pub fn start_ns(&self) -> i64 {
+        self.batch().start_ns.value(self.index)
+    }
+    pub fn end_ns(&self) -> i64 {
+        self.batch().end_ns.value(self.index)
+    }
+    pub fn bytes(&self) -> u64 {
+        self.batch().bytes.value(self.index)
+    }
+    pub fn camera_frames(&self) -> u32 {
+        self.batch().camera_frames.value(self.index)
+    }
+    pub fn state_steps(&self) -> u32 {
+        self.batch().state_steps.value(self.index)
+    }
+    pub fn action_steps(&self) -> u32 {
+        self.batch().action_steps.value(self.index)
+    }
+    pub fn num_samples(&self) -> u64 {
+        self.batch().num_samples.value(self.index)
+    }
+    /// Global index of this episode's first sample.
+    pub fn sample_offset(&self) -> u64 {
+        self.batch().sample_offset.value(self.index)
+    }
+}
+
+/// A training sample: an episode and an anchor time in it.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample<'m> {
+    /// Global sample index.
+    pub index: u64,
+    pub episode: EpisodeRef<'m>,
+    /// Index of the sample within its episode.
+    pub local_index: u64,
+    /// Anchor time, in the episode's log-time nanoseconds.
+    pub time_ns: i64,
+}
+
+/// One rank's contiguous slice of a manifest's samples.
+#[derive(Debug, Clone, Copy)]
+pub struct ShardView<'m> {
+    manifest: &'m Manifest,
+    start: u64,
+    end: u64,
+}
+
+impl<'m> ShardView<'m> {
+    /// Samples in this shard.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+    /// The global sample range of this shard.
+    pub fn range(&self) -> std::ops::Range<u64> {
+        self.start..self.end
+    }
+    /// Local sample `index` of this shard.
+    pub fn sample(&self, index: u64) -> Result<Sample<'m>, ManifestError> {
+        if index >= self.len() {
+            return Err(ManifestError::SampleOutOfRange {
+                index,
+                total: self.len(),
+            });
+        }
+        self.manifest.sample(self.start + index)
+    }
+}

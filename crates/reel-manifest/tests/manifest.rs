@@ -1,0 +1,304 @@
+//! Manifest round trips, sample mapping at every boundary, shards, bad files
+//! and fetch-once.
+
+use std::path::Path;
+use std::time::Duration;
+
+use reel_manifest::{
+    Manifest, ManifestError, ManifestMeta, ManifestRow, ManifestWriter, SamplingRule, fetch_once,
+    write_manifest,
+};
+
+const RULE: SamplingRule = SamplingRule {
+    period_ns: 100_000_000,
+    before_ns: 200_000_000,
+    after_ns: 300_000_000,
+};
+
+/// Episodes of varied lengths, some too short to yield any sample.
+fn owned_rows(n: usize) -> Vec<(String, String, i64, i64)> {
+    (0..n)
+        .map(|i| {
+            let start = 1_000_000_000_000 + i as i64 * 7_000_000_000;
+            // 0.3 s .. 3.2 s: below 0.5 s no sample fits.
+            let len =
+                300_000_000 + ((i * 37) % 30) as i64 * 100_000_000 + (i % 3) as i64 * 1_234_567;
+            (
+                format!("ep-{i:05}"),
+                format!("canonical/ep-{i:05}.mcap"),
+                start,
+                start + len,
+            )
+        })
+        .collect()
+}
+
+fn write(path: &Path, rows: &[(String, String, i64, i64)], batch_rows: usize) -> u64 {
+    let meta = ManifestMeta::new("SELECT * FROM episodes WHERE success", "snap-42", RULE);
+    let mut writer = ManifestWriter::create(path, &meta)
+        .expect("creates")
+        .with_batch_rows(batch_rows);
+    for (i, (id, uri, start, end)) in rows.iter().enumerate() {
+        writer
+            .push(&ManifestRow {
+                episode_id: id,
+                uri,
+                start_ns: *start,
+                end_ns: *end,
+                bytes: 1000 + i as u64,
+                camera_frames: 90,
+                state_steps: 600,
+                action_steps: 150,
+            })
+            .expect("pushes");
+    }
+    writer.finish().expect("finishes").1
+}
+
+/// The mapping every sample must follow, computed independently.
+fn expected_samples(rows: &[(String, String, i64, i64)]) -> Vec<(usize, i64)> {
+    let mut out = Vec::new();
+    for (row, (_, _, start, end)) in rows.iter().enumerate() {
+        let mut t = start + RULE.before_ns as i64;
+        while t + RULE.after_ns as i64 <= *end {
+            out.push((row, t));
+            t += RULE.period_ns as i64;
+        }
+    }
+    out
+}
+
+#[test]
+fn every_sample_maps_exactly_across_batches() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.arrow");
+    let rows = owned_rows(50);
+    let total = write(&path, &rows, 7);
+    let manifest = Manifest::open(&path).expect("opens");
+    let expected = expected_samples(&rows);
+    assert_eq!(total, expected.len() as u64);
+    assert_eq!(manifest.num_samples(), expected.len() as u64);
+    assert_eq!(manifest.len(), 50);
+    assert!(
+        rows.iter().any(|(_, _, s, e)| e - s < 500_000_000),
+        "some episodes have no sample"
+    );
+    for (index, (row, time)) in expected.iter().enumerate() {
+        let sample = manifest.sample(index as u64).expect("in range");
+        assert_eq!(sample.episode.row(), *row, "sample {index}");
+        assert_eq!(sample.time_ns, *time, "sample {index}");
+        assert_eq!(sample.episode.episode_id().expect("utf-8"), rows[*row].0);
+        assert!(sample.time_ns - RULE.before_ns as i64 >= sample.episode.start_ns());
+        assert!(sample.time_ns + RULE.after_ns as i64 <= sample.episode.end_ns());
+    }
+    let err = manifest
+        .sample(expected.len() as u64)
+        .expect_err("past the end");
+    assert!(
+        matches!(err, ManifestError::SampleOutOfRange { .. }),
+        "{err}"
+    );
+
+    // Rows read back exactly, in order.
+    for (episode, (id, uri, start, end)) in manifest.episodes().zip(&rows) {
+        assert_eq!(episode.episode_id().expect("utf-8"), id);
+        assert_eq!(episode.uri().expect("utf-8"), uri);
+        assert_eq!((episode.start_ns(), episode.end_ns()), (*start, *end));
+        assert_eq!(episode.bytes(), 1000 + episode.row() as u64);
+        assert_eq!(
+            manifest
+                .episode(episode.row())
+                .expect("row")
+                .sample_offset(),
+            episode.sample_offset()
+        );
+    }
+    assert_eq!(manifest.meta().warehouse_snapshot, "snap-42");
+    assert_eq!(manifest.meta().sampling, RULE);
+    assert_eq!(
+        manifest.total_bytes(),
+        (0..50).map(|i| 1000 + i).sum::<u64>()
+    );
+}
+
+#[test]
+fn shards_are_disjoint_and_complete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.arrow");
+    write(&path, &owned_rows(23), 5);
+    let manifest = Manifest::open(&path).expect("opens");
+    for world in [1, 2, 3, 7, 8] {
+        let mut seen = Vec::new();
+        for rank in 0..world {
+            let shard = manifest.shard(rank, world).expect("valid shard");
+            for i in 0..shard.len() {
+                seen.push(shard.sample(i).expect("in shard").index);
+            }
+            assert!(shard.sample(shard.len()).is_err());
+        }
+        let all: Vec<u64> = (0..manifest.num_samples()).collect();
+        assert_eq!(
+            seen, all,
+            "world {world}: every sample exactly once, in order"
+        );
+    }
+    assert!(manifest.shard(3, 3).is_err());
+    assert!(manifest.shard(0, 0).is_err());
+}
+
+#[test]
+fn empty_manifest_opens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.arrow");
+    write_manifest(&path, &[], &ManifestMeta::new("q", "s", RULE)).expect("writes");
+    let manifest = Manifest::open(&path).expect("opens");
+    assert!(manifest.is_empty());
+    assert_eq!(manifest.num_samples(), 0);
+    assert!(manifest.sample(0).is_err());
+}
+
+#[test]
+fn truncated_corrupt_and_foreign_files_give_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.arrow");
+    write(&path, &owned_rows(30), 8);
+    let good = std::fs::read(&path).expect("reads");
+
+    let cut = dir.path().join("cut.arrow");
+    std::fs::write(&cut, &good[..good.len() - 100]).expect("writes");
+    let err = Manifest::open(&cut).expect_err("truncated");
+    assert!(err.to_string().contains("cut.arrow"), "{err}");
+    assert!(matches!(err, ManifestError::NotArrow { .. }), "{err}");
+
+    let text = dir.path().join("text.arrow");
+    std::fs::write(&text, b"episode_id,uri\nep-1,a.mcap\n").expect("writes");
+    let err = Manifest::open(&text).expect_err("not arrow");
+    assert!(matches!(err, ManifestError::NotArrow { .. }), "{err}");
+
+    // Flip bytes across the body: whatever breaks must be an error, never a panic.
+    for offset in (8..good.len() - 16).step_by(11) {
+        let mut bad = good.clone();
+        for b in &mut bad[offset..offset + 8] {
+            *b ^= 0xa5;
+        }
+        let p = dir.path().join("flip.arrow");
+        std::fs::write(&p, &bad).expect("writes");
+        if let Ok(m) = Manifest::open(&p) {
+            for e in m.episodes() {
+                let _ = (e.episode_id(), e.uri());
+            }
+            for i in 0..m.num_samples().min(500) {
+                let _ = m.sample(i);
+            }
+        }
+    }
+
+    let missing = Manifest::open(dir.path().join("absent.arrow")).expect_err("missing");
+    assert!(missing.to_string().contains("absent.arrow"), "{missing}");
+}
+
+#[test]
+fn wrong_schema_version_is_rejected() {
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("old.arrow");
+    let schema = arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+        "start_ns",
+        arrow_schema::DataType::Int64,
+        false,
+    )])
+    .with_metadata(std::collections::HashMap::from([(
+        "reel.manifest.version".to_string(),
+        "0".to_string(),
+    )]));
+    let batch = RecordBatch::try_new(
+        Arc::new(schema.clone()),
+        vec![Arc::new(Int64Array::from(vec![1])) as ArrayRef],
+    )
+    .expect("batch");
+    let mut w = arrow_ipc::writer::FileWriter::try_new(
+        std::fs::File::create(&path).expect("creates"),
+        &schema,
+    )
+    .expect("writer");
+    w.write(&batch).expect("writes");
+    w.finish().expect("finishes");
+    let err = Manifest::open(&path).expect_err("old version");
+    assert!(matches!(err, ManifestError::Version { .. }), "{err}");
+    assert!(err.to_string().contains("version"), "{err}");
+}
+
+#[test]
+fn invalid_rows_are_refused_and_leave_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.arrow");
+    let rows = [ManifestRow {
+        episode_id: "ep",
+        uri: "x",
+        start_ns: 10,
+        end_ns: 5,
+        ..Default::default()
+    }];
+    let err = write_manifest(&path, &rows, &ManifestMeta::new("q", "s", RULE))
+        .expect_err("end before start");
+    assert!(err.to_string().contains("before start"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("lists").count(),
+        0,
+        "no file, no temporary left"
+    );
+}
+
+#[test]
+fn fetch_once_downloads_once_for_many_ranks() {
+    let store_dir = tempfile::tempdir().expect("tempdir");
+    let node_dir = tempfile::tempdir().expect("tempdir");
+    let built = store_dir.path().join("built.arrow");
+    write(&built, &owned_rows(12), 4);
+    let store = reel_io::Store::open(store_dir.path().to_str().expect("utf-8")).expect("store");
+    store
+        .write_atomic("manifests/run.arrow", std::fs::read(&built).expect("reads"))
+        .expect("uploads");
+    let local = node_dir.path().join("run.arrow");
+    let samples: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    fetch_once(
+                        &store,
+                        "manifests/run.arrow",
+                        &local,
+                        Duration::from_secs(30),
+                    )
+                    .expect("fetches")
+                    .num_samples()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("joins"))
+            .collect()
+    });
+    let expected = Manifest::open(&built).expect("opens").num_samples();
+    assert!(samples.iter().all(|&n| n == expected));
+    let leftovers: Vec<_> = std::fs::read_dir(node_dir.path())
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(
+        leftovers,
+        vec![std::ffi::OsString::from("run.arrow")],
+        "one copy, no lock or temporary left"
+    );
+
+    let err = fetch_once(
+        &store,
+        "manifests/absent.arrow",
+        &node_dir.path().join("b.arrow"),
+        Duration::from_secs(5),
+    )
+    .expect_err("missing remote");
+    assert!(err.to_string().contains("absent.arrow"), "{err}");
+}
