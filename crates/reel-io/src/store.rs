@@ -49,6 +49,8 @@ struct StoreInner {
     runtime: tokio::runtime::Runtime,
     uri: String,
     is_local: bool,
+    /// The folder, for a local store.
+    local_root: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for Store {
@@ -72,6 +74,7 @@ impl Store {
             uri: uri.to_owned(),
             reason,
         };
+        let mut local_root = None;
         let (op, is_local) = if let Some(rest) = uri.strip_prefix("s3://") {
             (s3_operator(rest, options).map_err(invalid)?, false)
         } else {
@@ -79,6 +82,7 @@ impl Store {
             let path = if path.is_empty() { "." } else { path };
             let root = std::path::absolute(path).map_err(|e| invalid(e.to_string()))?;
             let builder = opendal::services::Fs::default().root(&root.to_string_lossy());
+            local_root = Some(root.clone());
             (
                 Operator::new(builder).map_err(|e| invalid(e.to_string()))?,
                 true,
@@ -99,6 +103,7 @@ impl Store {
                 runtime,
                 uri: uri.to_owned(),
                 is_local,
+                local_root,
             }),
         })
     }
@@ -106,6 +111,12 @@ impl Store {
     /// The URI this store was opened with.
     pub fn uri(&self) -> &str {
         &self.inner.uri
+    }
+
+    /// The folder behind a local store (`None` for S3): for engines that map
+    /// local files themselves, such as Polars' Parquet scan.
+    pub fn local_root(&self) -> Option<&std::path::Path> {
+        self.inner.local_root.as_deref()
     }
 
     /// The underlying async operator, for callers that want opendal directly.
