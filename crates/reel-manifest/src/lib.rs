@@ -39,6 +39,8 @@
 mod error;
 mod fetch;
 mod read;
+#[cfg(feature = "warehouse")]
+pub mod warehouse;
 mod write;
 
 pub use error::ManifestError;
