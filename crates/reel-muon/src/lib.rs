@@ -22,6 +22,7 @@
 //! # Ok::<(), reel_muon::MuonError>(())
 //! ```
 
+mod bf16;
 pub mod comm;
 pub mod cost;
 #[cfg(feature = "cuda")]

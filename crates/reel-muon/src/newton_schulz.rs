@@ -20,7 +20,8 @@ pub enum NsPrecision {
     #[default]
     F32,
     /// bf16 storage of `X`, `A` and `B` between products, f32 accumulation — the numerics of
-    /// `torch.optim.Muon`, which casts to bf16 before the iteration.
+    /// `torch.optim.Muon`, which casts to bf16 before the iteration. Runs on AVX512-BF16 dot products
+    /// where the CPU has them, else emulated on f32 products of bf16-rounded values.
     Bf16,
 }
 
@@ -90,6 +91,14 @@ impl NewtonSchulz {
 
         let norm = frobenius_norm(g);
         let scale = 1.0 / norm.max(self.eps);
+        if self.precision == NsPrecision::Bf16 && crate::bf16::supported() {
+            let mut x: Vec<f32> = (0..m * n).map(|k| g[(k / n, k % n)] * scale).collect();
+            crate::bf16::newton_schulz(&mut x, m, n, self.coefficients, self.steps);
+            let x = MatRef::from_row_major_slice(&x, m, n);
+            let mut out = MatMut::from_row_major_slice_mut(out, rows, cols);
+            out.copy_from(if tall { x.transpose() } else { x });
+            return;
+        }
         let mut x = Mat::<f32>::from_fn(m, n, |i, j| g[(i, j)] * scale);
         let mut next = Mat::<f32>::zeros(m, n);
         let mut gram = Mat::<f32>::zeros(m, m);
