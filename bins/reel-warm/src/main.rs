@@ -1,0 +1,219 @@
+//! reel-warm: fetch a manifest's working set into the node-local block cache before
+//! training starts, and pin it there.
+//!
+//! Human output (plan, progress bar, summary) goes to stderr; one JSON line with the
+//! report and the cache metrics goes to stdout. Exits non-zero, before fetching anything,
+//! if the working set cannot fit in the cache. Safe to rerun after a crash: blocks already
+//! cached are kept and only missing ones are fetched.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use reel_cache::{BlockCache, CacheConfig, WarmItem, WarmOptions};
+use reel_io::Store;
+
+#[derive(Debug, Parser)]
+#[command(name = "reel-warm", version, about)]
+struct Args {
+    /// Training manifest (Arrow IPC) naming the episodes to warm.
+    #[arg(long)]
+    manifest: PathBuf,
+    /// Store the manifest's episode paths are relative to: a local folder or
+    /// `s3://bucket/prefix?endpoint=...&region=...` (credentials from AWS_* variables).
+    #[arg(long)]
+    store: String,
+    /// Cache folder; repeat to spread blocks over several disks.
+    #[arg(long, required = true)]
+    cache: Vec<PathBuf>,
+    /// Cache capacity in bytes (suffixes K, M, G, T: powers of 1024). Default: what the
+    /// cache holds now plus 90% of the free space of the first cache folder's disk.
+    #[arg(long, value_parser = parse_size)]
+    capacity: Option<u64>,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Check every checksum of blocks already cached (refetching bad ones), not just
+    /// their headers.
+    #[arg(long)]
+    verify: bool,
+    /// Block size (must match every reader of the cache).
+    #[arg(long, value_parser = parse_size, default_value = "4M")]
+    block_size: u64,
+    /// Name of the pin list protecting the warmed set from eviction. Default: the
+    /// manifest's file name and a hash of its absolute path.
+    #[arg(long)]
+    pin: Option<String>,
+    /// Do not pin the warmed set.
+    #[arg(long, conflicts_with = "pin")]
+    no_pin: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let items = working_set(&args.manifest)?;
+    let store =
+        Store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
+
+    let mut config = CacheConfig::new(args.cache[0].clone(), 0);
+    config.dirs = args.cache.clone();
+    config.block_size = args.block_size;
+    config.max_concurrent_fetches = args.concurrency.max(1);
+    config.capacity = u64::MAX;
+    let cache = BlockCache::for_store(config.clone(), &store)?;
+    config.capacity = match args.capacity {
+        Some(capacity) => capacity,
+        None => default_capacity(&cache, &args.cache[0])?,
+    };
+    let cache = BlockCache::for_store(config, &store)?;
+
+    let options = WarmOptions {
+        concurrency: args.concurrency.max(1),
+        verify: args.verify,
+        pin: if args.no_pin {
+            None
+        } else {
+            Some(
+                args.pin
+                    .clone()
+                    .unwrap_or_else(|| default_pin_name(&args.manifest)),
+            )
+        },
+    };
+    let plan = cache
+        .plan_warm(&items, &options)
+        .with_context(|| format!("planning the warm of {}", args.manifest.display()))?;
+    eprintln!(
+        "reel-warm: {} episodes, {} blocks, {} ({} cached, {} to fetch); cache {} of {} capacity, {} pinned by others",
+        plan.objects().len(),
+        plan.blocks,
+        human(plan.total_bytes),
+        human(plan.cached_bytes),
+        human(plan.missing_bytes),
+        human(plan.disk_bytes),
+        human(cache.config().capacity),
+        human(plan.pinned_by_others),
+    );
+
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(plan.missing_bytes)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+        )
+        .context("progress template")?,
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let report = cache.warm(plan, &options, |p| bar.set_position(p.fetched_bytes));
+    bar.finish_and_clear();
+    let report = report.context("warming")?;
+
+    let metrics = cache.metrics();
+    eprintln!(
+        "reel-warm: fetched {} in {:.1} s ({}/s, {} requests); working set of {} warm{}",
+        human(report.fetched_bytes),
+        report.seconds,
+        human(report.bytes_per_second() as u64),
+        report.requests,
+        human(report.total_bytes),
+        options
+            .pin
+            .as_ref()
+            .map(|p| format!(", pinned as `{p}`"))
+            .unwrap_or_default(),
+    );
+    for (name, value) in metrics.alluxio_names() {
+        eprintln!("  {name} = {value}");
+    }
+    let line = serde_json::json!({
+        "event": "warm",
+        "manifest": args.manifest.display().to_string(),
+        "store": args.store,
+        "pin": options.pin,
+        "report": report,
+        "metrics": metrics.to_json(),
+    });
+    println!("{line}");
+    Ok(())
+}
+
+/// The working set of a manifest: every byte of every listed episode, in manifest order
+/// without repeats. (Warming only the ranges the loader will read needs the episodes'
+/// chunk indexes; [`WarmItem::ranges`] is where such ranges go.)
+fn working_set(manifest: &Path) -> Result<Vec<WarmItem>> {
+    let manifest = reel_manifest::Manifest::open(manifest)
+        .with_context(|| format!("opening manifest {}", manifest.display()))?;
+    let mut seen = std::collections::HashSet::new();
+    let mut items = Vec::with_capacity(manifest.len());
+    for episode in manifest.episodes() {
+        let uri = episode.uri()?;
+        if seen.insert(uri.to_owned()) {
+            items.push(WarmItem::whole(uri));
+        }
+    }
+    Ok(items)
+}
+
+fn default_capacity(cache: &BlockCache, dir: &Path) -> Result<u64> {
+    let stat = rustix::fs::statvfs(dir).with_context(|| format!("statvfs {}", dir.display()))?;
+    let free = stat.f_bavail.saturating_mul(stat.f_frsize);
+    Ok(cache.usage()?.used_bytes + free / 10 * 9)
+}
+
+fn default_pin_name(manifest: &Path) -> String {
+    let absolute = std::path::absolute(manifest).unwrap_or_else(|_| manifest.to_owned());
+    let stem: String = manifest
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let hash = xxhash_rust::xxh3::xxh3_64(absolute.to_string_lossy().as_bytes());
+    format!("{stem}-{hash:016x}")
+}
+
+fn parse_size(text: &str) -> Result<u64> {
+    let text = text.trim();
+    let (digits, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let shift = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        other => bail!("unknown size unit `{other}` in `{text}` (use K, M, G or T)"),
+    };
+    let n: u64 = digits
+        .parse()
+        .with_context(|| format!("`{text}` is not a size"))?;
+    n.checked_shl(shift)
+        .filter(|v| v >> shift == n)
+        .with_context(|| format!("`{text}` is too large"))
+}
+
+fn human(bytes: u64) -> String {
+    indicatif::BinaryBytes(bytes).to_string()
+}
