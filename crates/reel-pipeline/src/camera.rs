@@ -1,0 +1,324 @@
+//! Step 4a: one pass over a camera — decode every landing frame once, measure it for the
+//! quality checks, and encode the frames the grid shows to H.264.
+//!
+//! One pass keeps memory at two decoded frames whatever the episode length, and decodes
+//! each JPEG exactly once, so ingest costs little more than the encoder alone.
+
+use reel_mcap::{CameraStream, ImageEncoding, LandingCamera, VideoFrame};
+use reel_video::{EncoderConfig, H264Encoder, ImageDecoder, ImageFormat, RgbImage};
+use serde::{Deserialize, Serialize};
+
+use crate::resample::CameraGrid;
+use crate::{Error, Result};
+
+/// H.264 settings of canonical cameras (the same defaults as `reel-pack`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EncodeConfig {
+    /// Grid frames per GOP, and per camera chunk window.
+    pub gop: u32,
+    /// x264 constant rate factor.
+    pub crf: f32,
+    /// x264 preset.
+    pub preset: String,
+    /// x264 tune (empty for none).
+    pub tune: String,
+    /// Chunk window of numeric groups, seconds.
+    pub signal_window_s: f64,
+    /// Topic group of cameras.
+    pub camera_group: String,
+    /// Topic group of numeric streams.
+    pub signal_group: String,
+}
+
+impl Default for EncodeConfig {
+    fn default() -> Self {
+        Self {
+            gop: 30,
+            crf: 23.0,
+            preset: "medium".into(),
+            tune: "fastdecode".into(),
+            signal_window_s: 2.0,
+            camera_group: "cameras".into(),
+            signal_group: "proprio".into(),
+        }
+    }
+}
+
+impl EncodeConfig {
+    /// The encoder settings for one camera stream (one x264 thread: cameras and episodes
+    /// run in parallel instead).
+    pub fn encoder(&self, fps: u32) -> EncoderConfig {
+        EncoderConfig {
+            // Keyframes are forced at window starts; the slack keeps x264 from adding its own.
+            gop: self.gop + self.gop / 2 + 1,
+            crf: self.crf,
+            preset: self.preset.clone(),
+            tune: (!self.tune.is_empty()).then(|| self.tune.clone()),
+            fps: fps.max(1),
+            threads: 1,
+            ..EncoderConfig::default()
+        }
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.gop == 0
+            || !(0.0..=51.0).contains(&self.crf)
+            || !(self.signal_window_s.is_finite() && self.signal_window_s > 0.0)
+        {
+            return Err(Error::Config(
+                "encode: gop must be ≥ 1, crf in 0..=51, signal_window_s > 0".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What one landing frame looked like.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FrameStat {
+    /// Log time of the landing frame.
+    pub log_time: u64,
+    /// Whether it decoded (and had the stream's size).
+    pub decoded: bool,
+    /// Mean luma, 0–255 (0 when not decoded).
+    pub mean_luma: f32,
+    /// Share of pixels whose luma is below the black-pixel threshold.
+    pub black_ratio: f32,
+    /// Mean squared error against the previous decoded frame, 0–255² (None for the first).
+    pub mse_to_previous: Option<f32>,
+}
+
+/// A camera after its pass.
+#[derive(Debug, Clone)]
+pub struct CameraOutput {
+    /// The canonical stream (H.264 access units at grid times).
+    pub stream: CameraStream,
+    /// One entry per landing frame, in order.
+    pub stats: Vec<FrameStat>,
+    /// Grid points that showed an earlier frame because the picked one did not decode.
+    pub substituted: u64,
+}
+
+fn image_format(encoding: &ImageEncoding) -> Option<ImageFormat> {
+    match encoding {
+        ImageEncoding::Jpeg => Some(ImageFormat::Jpeg),
+        ImageEncoding::Png => Some(ImageFormat::Png),
+        ImageEncoding::Raw { .. } => None,
+    }
+}
+
+fn decode_frame(
+    decoder: &mut ImageDecoder,
+    encoding: &ImageEncoding,
+    data: &[u8],
+) -> Option<RgbImage> {
+    match image_format(encoding) {
+        Some(format) => decoder.decode(format, data).ok(),
+        None => {
+            let ImageEncoding::Raw {
+                encoding,
+                width,
+                height,
+                step,
+            } = encoding
+            else {
+                return None;
+            };
+            let channels = if encoding == "mono8" { 1 } else { 3 };
+            if *step < width * channels || data.len() < step * height {
+                return None;
+            }
+            let mut rgb = Vec::with_capacity(width * height * 3);
+            for row in data.chunks(*step).take(*height) {
+                match encoding.as_str() {
+                    "rgb8" => rgb.extend_from_slice(&row[..width * 3]),
+                    "bgr8" => rgb.extend(
+                        row[..width * 3]
+                            .chunks_exact(3)
+                            .flat_map(|p| [p[2], p[1], p[0]]),
+                    ),
+                    "mono8" => rgb.extend(row[..*width].iter().flat_map(|&v| [v, v, v])),
+                    _ => return None,
+                }
+            }
+            Some(RgbImage::new(*width, *height, rgb))
+        }
+    }
+}
+
+/// Luma statistics of a frame: (mean luma, share of pixels with luma below `black_luma`).
+/// BT.601 weights in integers; every pixel counts.
+pub(crate) fn luma_stats(rgb: &[u8], black_luma: f32) -> (f32, f32) {
+    let threshold = (black_luma * 256.0) as u32;
+    let (mut sum, mut black, mut n) = (0u64, 0u64, 0u64);
+    for p in rgb.chunks_exact(3) {
+        // 77/150/29 ≈ 0.299/0.587/0.114 in 1/256ths.
+        let y = 77 * p[0] as u32 + 150 * p[1] as u32 + 29 * p[2] as u32;
+        sum += y as u64;
+        black += (y < threshold) as u64;
+        n += 1;
+    }
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    (
+        (sum as f64 / n as f64 / 256.0) as f32,
+        (black as f64 / n as f64) as f32,
+    )
+}
+
+fn mse(a: &[u8], b: &[u8]) -> f32 {
+    let sum: u64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            let d = x as i32 - y as i32;
+            (d * d) as u64
+        })
+        .sum();
+    (sum as f64 / a.len().max(1) as f64) as f32
+}
+
+/// Decodes every frame of `camera`, measures it, and encodes the frames `grid` picks.
+/// `origin_ns` is the episode's grid origin: GOPs start at multiples of `gop` grid
+/// periods from it, so every camera's first frame in a chunk window is a keyframe.
+/// `black_luma` is the luma (0–255) below which a pixel counts as black.
+pub fn encode_camera(
+    name: &str,
+    camera: &LandingCamera,
+    grid: &CameraGrid,
+    origin_ns: u64,
+    config: &EncodeConfig,
+    black_luma: f32,
+) -> Result<CameraOutput> {
+    let video_err = |source| Error::Video {
+        name: name.to_owned(),
+        topic: camera.topic.clone(),
+        source,
+    };
+    let window_ns = grid.period_ns * config.gop as u64;
+    let fps = (1e9 / grid.period_ns as f64).round() as u32;
+    let mut decoder = ImageDecoder::new();
+    let mut encoder: Option<H264Encoder> = None;
+    let mut size: Option<(usize, usize)> = None;
+    let mut stats: Vec<FrameStat> = Vec::with_capacity(camera.frames.len());
+    let mut last_good: Option<(usize, RgbImage)> = None;
+    let mut times: Vec<u64> = Vec::with_capacity(grid.picks.len());
+    let mut units = Vec::with_capacity(grid.picks.len());
+    let mut last_window = None;
+    let mut substituted = 0;
+
+    let mut decode_through =
+        |index: usize, stats: &mut Vec<FrameStat>, last_good: &mut Option<(usize, RgbImage)>| {
+            while stats.len() <= index {
+                let frame = &camera.frames[stats.len()];
+                let image =
+                    decode_frame(&mut decoder, &frame.encoding, &frame.data).filter(|img| {
+                        *size.get_or_insert((img.width, img.height)) == (img.width, img.height)
+                    });
+                let stat = match &image {
+                    Some(img) => {
+                        let (mean_luma, black_ratio) = luma_stats(&img.data, black_luma);
+                        FrameStat {
+                            log_time: frame.log_time,
+                            decoded: true,
+                            mean_luma,
+                            black_ratio,
+                            mse_to_previous: last_good
+                                .as_ref()
+                                .map(|(_, prev)| mse(&prev.data, &img.data)),
+                        }
+                    }
+                    None => FrameStat {
+                        log_time: frame.log_time,
+                        decoded: false,
+                        mean_luma: 0.0,
+                        black_ratio: 0.0,
+                        mse_to_previous: None,
+                    },
+                };
+                stats.push(stat);
+                if let Some(img) = image {
+                    *last_good = Some((stats.len() - 1, img));
+                }
+            }
+        };
+
+    for &(t, index) in &grid.picks {
+        decode_through(index, &mut stats, &mut last_good);
+        let Some((shown, image)) = &last_good else {
+            continue; // nothing decodable yet
+        };
+        if *shown != index {
+            substituted += 1;
+        }
+        let encoder = match &mut encoder {
+            Some(e) => e,
+            None => encoder.insert(
+                H264Encoder::new(image.width, image.height, &config.encoder(fps))
+                    .map_err(video_err)?,
+            ),
+        };
+        let window = (t - origin_ns) / window_ns;
+        let out = if last_window != Some(window) {
+            encoder.push_keyframe(image)
+        } else {
+            encoder.push(image)
+        }
+        .map_err(video_err)?;
+        last_window = Some(window);
+        times.push(t);
+        units.extend(out);
+    }
+    if !camera.frames.is_empty() {
+        decode_through(camera.frames.len() - 1, &mut stats, &mut last_good);
+    }
+    if let Some(encoder) = encoder {
+        units.extend(encoder.finish().map_err(video_err)?);
+    }
+    let frames = units
+        .into_iter()
+        .filter_map(|unit| {
+            let t = *times.get(unit.index as usize)?;
+            Some(VideoFrame {
+                log_time: t,
+                publish_time: t,
+                stamp_ns: t,
+                data: unit.data,
+            })
+        })
+        .collect();
+    let (width, height) = size.unwrap_or((0, 0));
+    Ok(CameraOutput {
+        stream: CameraStream {
+            topic: camera.topic.clone(),
+            group: config.camera_group.clone(),
+            frame_id: camera.frame_id.clone(),
+            width,
+            height,
+            frames,
+        },
+        stats,
+        substituted,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn luma_of_black_white_and_grey() {
+        let black = vec![0u8; 30];
+        let white = vec![255u8; 30];
+        assert_eq!(luma_stats(&black, 25.5), (0.0, 1.0));
+        let (y, b) = luma_stats(&white, 25.5);
+        assert!((y - 255.0).abs() < 1.0 && b == 0.0);
+        let half: Vec<u8> = [0u8, 0, 0, 200, 200, 200].repeat(5);
+        let (y, b) = luma_stats(&half, 25.5);
+        assert!((y - 100.0).abs() < 1.0 && (b - 0.5).abs() < 1e-6);
+        assert_eq!(mse(&[0, 10], &[3, 6]), 12.5);
+    }
+}

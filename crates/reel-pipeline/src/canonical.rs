@@ -1,0 +1,336 @@
+//! Step 5: the canonical episode, and steps 1–5 for one episode in memory.
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use reel_mcap::{CameraStream, CanonicalEpisode, SignalKind, SignalStream, WriteConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::camera::{CameraOutput, encode_camera};
+use crate::derive::derive_signals;
+use crate::engine::PipelineConfig;
+use crate::episode::{EpisodeInfo, Landing, decode_landing};
+use crate::qc::{CameraStats, QcReport, quality_check};
+use crate::resample::{Resampled, resample};
+use crate::{Error, Result, SCHEMA_VERSION};
+
+/// What produced an output: stamped on canonical episodes, warehouse rows and labels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Provenance {
+    /// Warehouse schema version.
+    pub schema_version: u32,
+    /// Ingest pipeline version.
+    pub pipeline_version: String,
+    /// Robot software version at recording time.
+    pub robot_software_version: String,
+    /// Digest of the resample, quality-check and encode settings.
+    pub config_digest: String,
+}
+
+/// How one stream went onto the grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamStats {
+    /// Topic.
+    pub topic: String,
+    /// `camera`, `state`, `action`, `pose` or `signal`.
+    pub kind: String,
+    /// Grid rate, Hz.
+    pub grid_hz: f64,
+    /// Landing messages.
+    pub landing_messages: u64,
+    /// Grid points between the stream's first and last message.
+    pub grid_points: u64,
+    /// Steps written (grid points outside gaps).
+    pub steps: u64,
+    /// Camera grid points repeating the previous frame.
+    pub duplicated: u64,
+    /// Landing frames no grid point shows.
+    pub dropped: u64,
+    /// Gaps longer than the bound (not filled).
+    pub gaps: u64,
+}
+
+/// Everything the warehouse and later steps need about one canonical episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeSummary {
+    /// Episode id.
+    pub episode_id: String,
+    /// Landing object it came from (relative to the landing store).
+    pub landing_key: String,
+    /// Canonical object, relative to the store root.
+    pub canonical_key: String,
+    /// Recorder metadata.
+    pub info: EpisodeInfo,
+    /// What produced it.
+    pub provenance: Provenance,
+    /// First log time of the canonical episode, ns.
+    pub start_ns: u64,
+    /// Last log time of the canonical episode, ns.
+    pub end_ns: u64,
+    /// Cameras.
+    pub cameras: u32,
+    /// Grid frames per camera (the fewest of any camera).
+    pub camera_frames: u32,
+    /// Joint-state grid steps.
+    pub state_steps: u32,
+    /// Action grid steps.
+    pub action_steps: u32,
+    /// Hand-pose grid steps per hand (the fewest of any hand).
+    pub hand_steps: u32,
+    /// Canonical bytes (0 inside the canonical file itself, which cannot know its size).
+    pub bytes: u64,
+    /// Landing bytes.
+    pub landing_bytes: u64,
+    /// Per stream.
+    pub streams: Vec<StreamStats>,
+    /// Quality checks.
+    pub qc: QcReport,
+    /// Landing topics left out (unknown schemas), with their schema.
+    pub skipped_topics: BTreeMap<String, String>,
+}
+
+/// Metadata keys Reel adds to the canonical `episode` record.
+pub(crate) mod keys {
+    pub const PIPELINE_VERSION: &str = "reel.pipeline_version";
+    pub const SCHEMA_VERSION: &str = "reel.schema_version";
+    pub const CONFIG_DIGEST: &str = "reel.config_digest";
+    pub const SUMMARY: &str = "reel.summary";
+}
+
+/// A processed episode: the canonical MCAP and its summary.
+#[derive(Debug, Clone)]
+pub struct ProcessedEpisode {
+    /// Summary (with `bytes` filled in).
+    pub summary: EpisodeSummary,
+    /// The canonical MCAP.
+    pub bytes: Vec<u8>,
+}
+
+/// The canonical object key of an episode.
+pub(crate) fn canonical_key(episode_id: &str) -> String {
+    format!("canonical/{episode_id}.mcap")
+}
+
+/// Runs steps 1–5 on one landing episode held in memory: decode, resample, derive,
+/// measure and encode cameras, check quality, write the canonical MCAP. `name` is used in
+/// errors and recorded as the landing key; `fallback_id` names the episode when its
+/// metadata does not.
+pub fn process_episode(
+    name: &str,
+    fallback_id: &str,
+    landing_bytes: &[u8],
+    config: &PipelineConfig,
+) -> Result<ProcessedEpisode> {
+    let landing = decode_landing(name, fallback_id, landing_bytes)?;
+    let resampled = resample(&landing.episode, &config.resample);
+    let derived = derive_signals(&resampled.signals, &config.encode.signal_group);
+    let black_luma = config.qc.black_luma();
+    let cameras: Vec<CameraOutput> = landing
+        .episode
+        .cameras
+        .par_iter()
+        .zip(&resampled.cameras)
+        .map(|(camera, grid)| {
+            encode_camera(
+                name,
+                camera,
+                grid,
+                resampled.origin_ns,
+                &config.encode,
+                black_luma,
+            )
+        })
+        .collect::<Result<_>>()?;
+    let stats: Vec<CameraStats<'_>> = cameras
+        .iter()
+        .map(|c| CameraStats {
+            topic: &c.stream.topic,
+            stats: &c.stats,
+        })
+        .collect();
+    let qc = quality_check(&landing.episode, &stats, &config.resample, &config.qc);
+    let summary = summarize(&landing, &resampled, &cameras, qc, config);
+    let streams: Vec<CameraStream> = cameras.into_iter().map(|c| c.stream).collect();
+    let bytes = write_canonical(&landing, &resampled, streams, derived, &summary, config)?;
+    Ok(ProcessedEpisode {
+        summary: EpisodeSummary {
+            bytes: bytes.len() as u64,
+            ..summary
+        },
+        bytes,
+    })
+}
+
+fn summarize(
+    landing: &Landing,
+    resampled: &Resampled,
+    cameras: &[CameraOutput],
+    qc: QcReport,
+    config: &PipelineConfig,
+) -> EpisodeSummary {
+    let mut streams = Vec::new();
+    let mut first_last: Vec<(u64, u64)> = Vec::new();
+    for ((camera, grid), landing_camera) in cameras
+        .iter()
+        .zip(&resampled.cameras)
+        .zip(&landing.episode.cameras)
+    {
+        let frames = &camera.stream.frames;
+        if let (Some(a), Some(b)) = (frames.first(), frames.last()) {
+            first_last.push((a.log_time, b.log_time));
+        }
+        streams.push(StreamStats {
+            topic: camera.stream.topic.clone(),
+            kind: "camera".into(),
+            grid_hz: 1e9 / grid.period_ns as f64,
+            landing_messages: landing_camera.frames.len() as u64,
+            grid_points: grid.grid_points,
+            steps: frames.len() as u64,
+            duplicated: grid.duplicated + camera.substituted,
+            dropped: grid.dropped,
+            gaps: grid.gaps.len() as u64,
+        });
+    }
+    for (signal, landing_signal) in resampled.signals.iter().zip(&landing.episode.signals) {
+        if let (Some(a), Some(b)) = (signal.samples.first(), signal.samples.last()) {
+            first_last.push((a.log_time, b.log_time));
+        }
+        streams.push(StreamStats {
+            topic: signal.topic.clone(),
+            kind: signal.kind.as_str().into(),
+            grid_hz: 1e9 / signal.period_ns as f64,
+            landing_messages: landing_signal.samples.len() as u64,
+            grid_points: signal.grid_points,
+            steps: signal.samples.len() as u64,
+            duplicated: 0,
+            dropped: 0,
+            gaps: signal.gaps.len() as u64,
+        });
+    }
+    let steps_of = |kind: SignalKind| -> Vec<u32> {
+        resampled
+            .signals
+            .iter()
+            .filter(|s| s.kind == kind)
+            .map(|s| s.samples.len() as u32)
+            .collect()
+    };
+    let first = |v: Vec<u32>| v.first().copied().unwrap_or(0);
+    let fewest = |v: Vec<u32>| v.into_iter().min().unwrap_or(0);
+    let episode_id = landing.info.episode_id.clone();
+    EpisodeSummary {
+        canonical_key: canonical_key(&episode_id),
+        episode_id,
+        landing_key: landing.name.clone(),
+        info: landing.info.clone(),
+        provenance: Provenance {
+            schema_version: SCHEMA_VERSION,
+            pipeline_version: config.pipeline_version.clone(),
+            robot_software_version: landing.info.robot_software_version.clone(),
+            config_digest: config.digest(),
+        },
+        start_ns: first_last.iter().map(|s| s.0).min().unwrap_or(0),
+        end_ns: first_last.iter().map(|s| s.1).max().unwrap_or(0),
+        cameras: cameras.len() as u32,
+        camera_frames: fewest(
+            cameras
+                .iter()
+                .map(|c| c.stream.frames.len() as u32)
+                .collect(),
+        ),
+        state_steps: first(steps_of(SignalKind::State)),
+        action_steps: first(steps_of(SignalKind::Action)),
+        hand_steps: fewest(steps_of(SignalKind::Pose)),
+        bytes: 0,
+        landing_bytes: landing.bytes,
+        streams,
+        qc,
+        skipped_topics: landing.episode.skipped.clone(),
+    }
+}
+
+/// Writes the canonical MCAP of a processed episode through `reel-mcap`: resampled
+/// cameras (H.264) in the camera group, resampled and derived signals in the signal group,
+/// and the landing `episode` record stamped with provenance and the summary.
+pub fn write_canonical(
+    landing: &Landing,
+    resampled: &Resampled,
+    cameras: Vec<CameraStream>,
+    derived: Vec<SignalStream>,
+    summary: &EpisodeSummary,
+    config: &PipelineConfig,
+) -> Result<Vec<u8>> {
+    let group = &config.encode.signal_group;
+    let mut signals: Vec<SignalStream> = resampled
+        .signals
+        .iter()
+        .map(|s| SignalStream {
+            topic: s.topic.clone(),
+            group: group.clone(),
+            kind: s.kind,
+            fields: s.fields.clone(),
+            source_schema: s.source_schema.clone(),
+            samples: s.samples.clone(),
+        })
+        .collect();
+    signals.extend(derived);
+    let mut episode = landing
+        .episode
+        .metadata
+        .get("episode")
+        .cloned()
+        .unwrap_or_default();
+    episode.insert("episode_id".into(), summary.episode_id.clone());
+    episode.insert(
+        keys::PIPELINE_VERSION.into(),
+        summary.provenance.pipeline_version.clone(),
+    );
+    episode.insert(
+        keys::SCHEMA_VERSION.into(),
+        summary.provenance.schema_version.to_string(),
+    );
+    episode.insert(
+        keys::CONFIG_DIGEST.into(),
+        summary.provenance.config_digest.clone(),
+    );
+    episode.insert(
+        keys::SUMMARY.into(),
+        serde_json::to_string(summary).map_err(|source| Error::Json {
+            name: summary.canonical_key.clone(),
+            source,
+        })?,
+    );
+    let camera_period = resampled
+        .cameras
+        .first()
+        .map(|c| c.period_ns)
+        .unwrap_or(33_333_333);
+    let canonical = CanonicalEpisode {
+        origin_ns: resampled.origin_ns,
+        cameras,
+        signals,
+        episode,
+    };
+    let write = WriteConfig {
+        camera_window_ns: camera_period * config.encode.gop as u64,
+        signal_window_ns: (config.encode.signal_window_s * 1e9) as u64,
+        ..WriteConfig::default()
+    };
+    Ok(reel_mcap::write_episode(&canonical, &write)?)
+}
+
+/// Reads the summary back from a canonical episode's `episode` metadata record.
+pub(crate) fn summary_of_metadata(
+    name: &str,
+    metadata: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<Option<EpisodeSummary>> {
+    let Some(text) = metadata.get("episode").and_then(|m| m.get(keys::SUMMARY)) else {
+        return Ok(None);
+    };
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|source| Error::Json {
+            name: name.to_owned(),
+            source,
+        })
+}

@@ -1,0 +1,158 @@
+//! Durable pipeline state: small JSON records in the store, written atomically.
+//!
+//! * `state/<step>/<batch>@<pipeline version>.json` — a step's completion record for one
+//!   batch: the episodes it covers, their summaries or artifacts, and the quarantined
+//!   ones. One write per batch and step, however many episodes the batch holds.
+//! * `quarantine/<episode>.json` — why a landing episode could not be ingested.
+//!
+//! Records are whole objects written with [`Store::write_atomic`] (temp + rename on a
+//! folder, one PUT on S3), so a reader sees a complete record or none.
+
+use reel_io::Store;
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::EpisodeSummary;
+use crate::{Error, Result};
+
+/// A step's completion record for one batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommitRecord {
+    /// Step name.
+    pub step: String,
+    /// Batch key.
+    pub batch: String,
+    /// Pipeline version that ran the step.
+    pub pipeline_version: String,
+    /// Digest of the settings it ran with.
+    pub config_digest: String,
+    /// When it was written (ns since the epoch).
+    pub committed_at_ns: i64,
+    /// Landing keys the record covers (done or quarantined).
+    pub landing_keys: Vec<String>,
+    /// Summaries of the episodes (canonical step).
+    #[serde(default)]
+    pub summaries: Vec<EpisodeSummary>,
+    /// Artifacts written or confirmed (label sets, warehouse parts).
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+    /// Episodes quarantined.
+    #[serde(default)]
+    pub quarantined: Vec<Quarantine>,
+}
+
+/// A landing episode that could not be ingested, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quarantine {
+    /// Episode id (the landing object's stem).
+    pub episode_id: String,
+    /// Landing object.
+    pub landing_key: String,
+    /// The error, naming the file and what is wrong.
+    pub reason: String,
+    /// Pipeline version that tried.
+    pub pipeline_version: String,
+    /// When (ns since the epoch).
+    pub at_ns: i64,
+}
+
+/// The state of runs in a store.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    store: Store,
+}
+
+/// Names that become object-key segments: no separators, nothing hidden.
+pub(crate) fn check_segment(what: &str, value: &str) -> Result<()> {
+    let ok = !value.is_empty()
+        && !value.starts_with('.')
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "{what} `{value}` must be non-empty ASCII letters, digits, `.`, `_`, `-` or `+`, not starting with `.`"
+        )))
+    }
+}
+
+impl StateStore {
+    /// State kept in `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Key of the completion record of `step` for `batch` at `pipeline_version`.
+    pub fn commit_key(step: &str, batch: &str, pipeline_version: &str) -> String {
+        format!("state/{step}/{batch}@{pipeline_version}.json")
+    }
+
+    /// Reads a completion record, if there is one.
+    pub fn read_commit(
+        &self,
+        step: &str,
+        batch: &str,
+        pipeline_version: &str,
+    ) -> Result<Option<CommitRecord>> {
+        let key = Self::commit_key(step, batch, pipeline_version);
+        self.read_json(&key)
+    }
+
+    /// Writes a completion record.
+    pub fn write_commit(&self, record: &CommitRecord) -> Result<String> {
+        let key = Self::commit_key(&record.step, &record.batch, &record.pipeline_version);
+        self.write_json(&key, record)?;
+        Ok(key)
+    }
+
+    /// Every completion record of `step`, all batches and versions.
+    pub fn commits(&self, step: &str) -> Result<Vec<CommitRecord>> {
+        let mut out = Vec::new();
+        for key in self.store.list(&format!("state/{step}/"))? {
+            let hidden = key.rsplit('/').next().unwrap_or("").starts_with('.');
+            if key.ends_with(".json")
+                && !hidden
+                && let Some(record) = self.read_json(&key)?
+            {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records a quarantined episode under `quarantine/<episode>.json`.
+    pub fn quarantine(&self, record: &Quarantine) -> Result<String> {
+        let key = format!("quarantine/{}.json", record.episode_id);
+        self.write_json(&key, record)?;
+        Ok(key)
+    }
+
+    pub(crate) fn read_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
+        let bytes = match self.store.read(key) {
+            Ok(b) => b,
+            Err(reel_io::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|source| Error::Json {
+                name: format!("{}/{key}", self.store.uri()),
+                source,
+            })
+    }
+
+    pub(crate) fn write_json<T: Serialize>(&self, key: &str, value: &T) -> Result<()> {
+        let bytes = serde_json::to_vec(value).map_err(|source| Error::Json {
+            name: key.to_owned(),
+            source,
+        })?;
+        self.store.write_atomic(key, bytes)?;
+        Ok(())
+    }
+}
