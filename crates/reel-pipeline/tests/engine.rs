@@ -1,0 +1,302 @@
+//! The DAG engine on a local store: full runs, resume from artifacts, replay, profiles,
+//! provenance and stale listing, quarantine.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use arrow_array::{Array, StringArray};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use reel_io::{ByteSource, Store};
+use reel_mcap::EpisodeReader;
+use reel_pipeline::{
+    BatchSpec, EpisodeStatus, Event, LabelSet, Pipeline, PipelineConfig, Profile, RunOptions, Step,
+    stale_episodes,
+};
+use reel_synth::{FaultKind, FaultRates, SynthConfig};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    landing: Store,
+    store: Store,
+    keys: Vec<String>,
+    ids: Vec<String>,
+}
+
+fn fixture(episodes: u64) -> Fixture {
+    reel_video::quiet_ffmpeg_logs();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let synth = SynthConfig {
+        seconds: 2.0,
+        cameras: 2,
+        width: 96,
+        height: 72,
+        faults: FaultRates::none().with(FaultKind::CorruptFrame, 30.0),
+        ..SynthConfig::default()
+    };
+    let landing_dir = dir.path().join("landing");
+    let mut keys = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..episodes {
+        let written = reel_synth::write_episode(&synth, i, &landing_dir).expect("synth");
+        ids.push(written.report.episode_id.clone());
+        keys.push(format!("{}.mcap", written.report.episode_id));
+    }
+    // A landing file that is not an MCAP at all.
+    std::fs::write(
+        landing_dir.join("ep-broken.mcap"),
+        b"\x89MCAP0\r\ntruncated",
+    )
+    .expect("write");
+    keys.push("ep-broken.mcap".into());
+    let landing = Store::open(landing_dir.to_str().expect("utf-8")).expect("landing");
+    let store = Store::open(dir.path().join("store").to_str().expect("utf-8")).expect("store");
+    Fixture {
+        _dir: dir,
+        landing,
+        store,
+        keys,
+        ids,
+    }
+}
+
+fn config(version: &str) -> PipelineConfig {
+    PipelineConfig {
+        pipeline_version: version.into(),
+        ..PipelineConfig::default()
+    }
+}
+
+/// Runs and collects the episode events of `step`.
+fn run(
+    pipeline: &Pipeline,
+    batch: &BatchSpec,
+    options: &RunOptions,
+    step: Step,
+) -> Vec<(String, EpisodeStatus)> {
+    let events = Mutex::new(Vec::new());
+    pipeline
+        .run(batch, options, &|e| {
+            if let Event::Episode(e) = e
+                && e.step == step
+            {
+                events
+                    .lock()
+                    .expect("lock")
+                    .push((e.landing_key.clone(), e.status));
+            }
+        })
+        .expect("runs");
+    let mut events = events.into_inner().expect("lock");
+    events.sort_by(|a, b| a.0.cmp(&b.0));
+    events
+}
+
+fn warehouse_ids(store: &Store, key: &str) -> Vec<String> {
+    let bytes = store.read(key).expect("part");
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .expect("parquet")
+        .build()
+        .expect("reader");
+    let mut ids = Vec::new();
+    for batch in reader {
+        let batch = batch.expect("batch");
+        let col = batch.column_by_name("episode_id").expect("column");
+        let col = col.as_any().downcast_ref::<StringArray>().expect("utf8");
+        ids.extend((0..col.len()).map(|i| col.value(i).to_owned()));
+    }
+    ids.sort();
+    ids
+}
+
+#[test]
+fn full_run_then_resume_replay_profiles_and_stale() {
+    let f = fixture(3);
+    let batch = BatchSpec {
+        key: "b0".into(),
+        landing_keys: f.keys.clone(),
+    };
+    let pipeline =
+        Pipeline::new(f.landing.clone(), f.store.clone(), config("1.0")).expect("pipeline");
+    let full = RunOptions::default();
+
+    // First run: every good episode done, the broken one quarantined with a reason.
+    let events = run(&pipeline, &batch, &full, Step::Canonical);
+    let done = events.iter().filter(|e| e.1 == EpisodeStatus::Done).count();
+    assert_eq!(done, 3, "{events:?}");
+    assert!(events.contains(&("ep-broken.mcap".into(), EpisodeStatus::Quarantined)));
+    let quarantine: serde_json::Value =
+        serde_json::from_slice(&f.store.read("quarantine/ep-broken.json").expect("record"))
+            .expect("json");
+    assert!(
+        quarantine["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("ep-broken.mcap")
+    );
+
+    // Canonical episodes carry provenance and their summary; they read back.
+    for id in &f.ids {
+        let source = f.store.source(&format!("canonical/{id}.mcap"));
+        let reader = EpisodeReader::open(&source as &dyn ByteSource).expect("canonical");
+        let meta = &reader.metadata()["episode"];
+        assert_eq!(meta["reel.pipeline_version"], "1.0");
+        assert_eq!(meta["reel.schema_version"], "1");
+        assert!(!meta["robot_software_version"].is_empty());
+        let summary: serde_json::Value =
+            serde_json::from_str(&meta["reel.summary"]).expect("summary");
+        // Injected corrupt frames are found.
+        let sidecar: reel_synth::FaultLog = serde_json::from_slice(
+            &f.landing
+                .read(&format!("{id}.faults.json"))
+                .expect("sidecar"),
+        )
+        .expect("json");
+        let findings = summary["qc"]["findings"].as_array().expect("findings");
+        assert_eq!(
+            findings
+                .iter()
+                .filter(|f| f["kind"] == "corrupt_frame")
+                .count(),
+            sidecar.faults.len()
+        );
+        assert!(reader.groups().contains_key("cameras") && reader.groups().contains_key("proprio"));
+    }
+    // One warehouse part with one row per good episode; labels for each.
+    let part = Pipeline::warehouse_part_key("b0", "1.0");
+    let mut want = f.ids.clone();
+    want.sort();
+    assert_eq!(warehouse_ids(&f.store, &part), want);
+    for id in &f.ids {
+        let labels: LabelSet = serde_json::from_slice(
+            &f.store
+                .read(&format!("labels/motion_segments/{id}.json"))
+                .expect("labels"),
+        )
+        .expect("json");
+        assert!(!labels.segments.is_empty());
+        assert_eq!(labels.provenance.pipeline_version, "1.0");
+    }
+
+    // Second run: every step is recorded complete and skipped.
+    let skipped = Mutex::new(Vec::new());
+    let report = pipeline
+        .run(&batch, &full, &|e| {
+            if let Event::StepSkipped { step, .. } = e {
+                skipped.lock().expect("lock").push(*step);
+            }
+        })
+        .expect("reruns");
+    assert_eq!(skipped.into_inner().expect("lock"), Step::ALL);
+    assert_eq!(report.quarantined.len(), 1);
+
+    // A lost completion record: artifacts are reused, nothing recomputed.
+    std::fs::remove_file(
+        f.store
+            .local_root()
+            .expect("local")
+            .join("state/canonical/b0@1.0.json"),
+    )
+    .expect("rm");
+    let events = run(&pipeline, &batch, &full, Step::Canonical);
+    assert!(
+        events.iter().all(|e| e.1 != EpisodeStatus::Done),
+        "{events:?}"
+    );
+
+    // Replay one episode: only it is recomputed.
+    let only = RunOptions {
+        profile: Profile::Full,
+        replay: true,
+        only: Some(BTreeSet::from([f.ids[1].clone()])),
+    };
+    let events = run(&pipeline, &batch, &only, Step::Canonical);
+    let recomputed: Vec<&String> = events
+        .iter()
+        .filter(|e| e.1 == EpisodeStatus::Done)
+        .map(|e| &e.0)
+        .collect();
+    assert_eq!(recomputed, [&f.keys[1]]);
+
+    // Nothing is stale at 1.0; everything at 2.0.
+    assert!(stale_episodes(&f.store, "1.0").expect("stale").is_empty());
+    assert_eq!(stale_episodes(&f.store, "2.0").expect("stale").len(), 3);
+
+    // Metadata profile at 2.0: rows re-indexed from the canonical episodes, no encoding.
+    let v2 = Pipeline::new(f.landing.clone(), f.store.clone(), config("2.0")).expect("pipeline");
+    let metadata = RunOptions {
+        profile: Profile::Metadata,
+        ..RunOptions::default()
+    };
+    let report = v2.run(&batch, &metadata, &|_| {}).expect("reindex");
+    assert_eq!(report.steps.len(), 1);
+    assert_eq!(report.steps[0].done, 3);
+    assert_eq!(report.steps[0].missing, 1); // the quarantined one
+    assert_eq!(
+        warehouse_ids(&f.store, &Pipeline::warehouse_part_key("b0", "2.0")),
+        want
+    );
+    // Rows keep the provenance of the canonical data: still stale at 2.0.
+    assert_eq!(stale_episodes(&f.store, "2.0").expect("stale").len(), 3);
+
+    // A full 2.0 run of two episodes leaves exactly the third stale.
+    let part = BatchSpec {
+        key: "b1".into(),
+        landing_keys: f.keys[..2].to_vec(),
+    };
+    let events = run(&v2, &part, &full, Step::Canonical);
+    assert_eq!(
+        events.iter().filter(|e| e.1 == EpisodeStatus::Done).count(),
+        2
+    );
+    let stale = stale_episodes(&f.store, "2.0").expect("stale");
+    assert_eq!(stale.len(), 1);
+    assert_eq!(stale[0].episode_id, f.ids[2]);
+    assert_eq!(stale[0].pipeline_version, "1.0");
+
+    // Relabel: labels only; a label set of another pipeline version is redone.
+    let relabel = RunOptions {
+        profile: Profile::Relabel,
+        ..RunOptions::default()
+    };
+    let events = run(&v2, &batch, &relabel, Step::Enrich);
+    let statuses: Vec<EpisodeStatus> = events.iter().map(|e| e.1).collect();
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == EpisodeStatus::Missing)
+            .count(),
+        1
+    );
+    // The two 2.0 episodes got 2.0 labels in their full run: reused; the 1.0 one is redone.
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == EpisodeStatus::Reused)
+            .count(),
+        2,
+        "{events:?}"
+    );
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == EpisodeStatus::Done)
+            .count(),
+        1,
+        "{events:?}"
+    );
+}
+
+#[test]
+fn one_episode_trigger_runs_the_same_steps() {
+    let f = fixture(1);
+    let pipeline =
+        Pipeline::new(f.landing.clone(), f.store.clone(), config("1.0")).expect("pipeline");
+    let batch = BatchSpec::single(&f.keys[0]);
+    let report = pipeline
+        .run(&batch, &RunOptions::default(), &|_| {})
+        .expect("runs");
+    assert_eq!(report.steps.len(), 3);
+    assert_eq!(report.steps[0].done, 1);
+    let part = report.warehouse_part.expect("part");
+    assert_eq!(warehouse_ids(&f.store, &part), [f.ids[0].clone()]);
+}
