@@ -57,7 +57,7 @@ pub use inspect::{ChannelSummary, ChunkSummary, GopStats, GroupSummary, LayoutRe
 pub use landing::{
     ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingSignal, read_landing,
 };
-pub use pack::{PackConfig, PackReport, TopicRule, pack, pack_episode};
+pub use pack::{PackConfig, PackReport, TopicRule, pack, pack_episode, prepare_episode};
 pub use reader::{EpisodeReader, RawMessage, SignalWindow};
 pub use writer::{
     CameraStream, CanonicalEpisode, Layout, Sample, SignalKind, SignalStream, StreamGrid,

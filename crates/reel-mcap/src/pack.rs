@@ -337,13 +337,31 @@ fn encode_camera(
 }
 
 /// Packs one landing episode held in memory; returns the canonical MCAP and a report
-/// (`input`/`output` left for the caller to fill).
+/// (`output` left for the caller to fill).
 pub fn pack_episode(
     name: &str,
     landing: &[u8],
     config: &PackConfig,
 ) -> Result<(Vec<u8>, PackReport)> {
     let started = Instant::now();
+    let (episode, write_config, report) = prepare_episode(name, landing, config)?;
+    let bytes = write_episode(&episode, &write_config)?;
+    let report = PackReport {
+        bytes_out: bytes.len() as u64,
+        seconds: started.elapsed().as_secs_f64(),
+        ..report
+    };
+    Ok((bytes, report))
+}
+
+/// The part of [`pack_episode`] before writing: the landing episode parsed and its cameras
+/// encoded, with the chunk windows to write it with. Lets a caller write other layouts of
+/// the very same content (the container benchmarks do).
+pub fn prepare_episode(
+    name: &str,
+    landing: &[u8],
+    config: &PackConfig,
+) -> Result<(CanonicalEpisode, WriteConfig, PackReport)> {
     let skip = |topic: &str| config.rule(topic).is_some_and(|r| r.skip);
     let landing_episode = read_landing(name, landing, &skip, config.skip_unknown)?;
 
@@ -432,13 +450,7 @@ pub fn pack_episode(
         signal_window_ns: (config.signal_window_s * 1e9) as u64,
         ..WriteConfig::default()
     };
-    let bytes = write_episode(&episode, &write_config)?;
-    let report = PackReport {
-        bytes_out: bytes.len() as u64,
-        seconds: started.elapsed().as_secs_f64(),
-        ..report
-    };
-    Ok((bytes, report))
+    Ok((episode, write_config, report))
 }
 
 /// Packs the landing object at `input` (local path or S3 URI) into `output`, written

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::SeekFrom;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use mcap::records::{ChunkIndex, Record};
@@ -76,6 +77,7 @@ pub struct EpisodeReader<S> {
     metadata: BTreeMap<String, BTreeMap<String, String>>,
     groups: BTreeMap<String, Vec<String>>,
     warnings: Vec<String>,
+    chunks_read: AtomicU64,
 }
 
 impl<S> std::fmt::Debug for EpisodeReader<S> {
@@ -222,6 +224,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             metadata,
             groups,
             warnings: Vec::new(),
+            chunks_read: AtomicU64::new(0),
         })
     }
 
@@ -275,6 +278,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             metadata,
             groups,
             warnings,
+            chunks_read: AtomicU64::new(0),
         })
     }
 
@@ -286,6 +290,12 @@ impl<S: ByteSource> EpisodeReader<S> {
     /// The underlying source.
     pub fn source(&self) -> &S {
         &self.source
+    }
+
+    /// Chunks fetched and decompressed so far (a ranged read may fetch several adjacent
+    /// chunks at once; the source counts reads).
+    pub fn chunks_read(&self) -> u64 {
+        self.chunks_read.load(Ordering::Relaxed)
     }
 
     /// Problems that did not stop opening the file (e.g. a missing summary).
@@ -397,6 +407,8 @@ impl<S: ByteSource> EpisodeReader<S> {
             return Ok(Vec::new());
         };
         let range = first.chunk_start_offset..last.chunk_start_offset + last.chunk_length;
+        self.chunks_read
+            .fetch_add(run.len() as u64, Ordering::Relaxed);
         let bytes = self.source.read_range(range)?;
         let largest = run
             .iter()

@@ -1,0 +1,396 @@
+//! Container benchmarks, side by side on the same episodes in one run.
+//!
+//! ```text
+//! cargo bench -p reel-mcap --bench container -- [--episodes N] [--seconds S] [--samples K]
+//!     [--only layouts|storage|gop]
+//! ```
+//!
+//! 1. Reads per training sample (2 frames of 3 cameras + 1 s of state + a 50-step action
+//!    chunk) for three layouts of the same content: topic groups, the default interleaved
+//!    1 MiB chunks, one topic per chunk.
+//! 2. Read + decode time per sample, same reader, same files.
+//! 3. Storage against per-frame JPEG at equal PSNR (rate–distortion match).
+//! 4. Decode cost of one random frame against GOP length.
+
+#![allow(clippy::unwrap_used)] // A benchmark fails loudly.
+
+use std::time::Instant;
+
+use reel_io::{CountingSource, FileSource};
+use reel_mcap::{EpisodeReader, Layout, PackConfig, WriteConfig, prepare_episode, write_episode};
+use reel_synth::scene::SceneRenderer;
+use reel_synth::{SynthConfig, generate_episode};
+use reel_video::quality::{mse, psnr_of_mse, ssim};
+use reel_video::{
+    ChromaFormat, EncoderConfig, H264Decoder, H264Encoder, ImageDecoder, ImageFormat, RgbImage,
+};
+
+struct Args {
+    episodes: u64,
+    seconds: f64,
+    samples: usize,
+    only: Option<String>,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        episodes: 3,
+        seconds: 20.0,
+        samples: 200,
+        only: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--episodes" => a.episodes = it.next().unwrap().parse().unwrap(),
+            "--seconds" => a.seconds = it.next().unwrap().parse().unwrap(),
+            "--samples" => a.samples = it.next().unwrap().parse().unwrap(),
+            "--only" => a.only = it.next(),
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    a
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+const SEC: u64 = 1_000_000_000;
+
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    reads: u64,
+    chunks: u64,
+    bytes: u64,
+    seconds: f64,
+    samples: u64,
+}
+
+fn layouts(args: &Args) {
+    let dir = tempfile::tempdir().unwrap();
+    let synth = SynthConfig {
+        seconds: args.seconds,
+        cameras: 6,
+        width: 320,
+        height: 240,
+        ..SynthConfig::default()
+    };
+    let layouts = [
+        ("topic groups (Reel)", Layout::TopicGroups),
+        (
+            "default: interleaved 1 MiB",
+            Layout::Interleaved {
+                chunk_size: 1 << 20,
+            },
+        ),
+        ("one topic per chunk", Layout::TopicPerChunk),
+    ];
+    let mut paths: Vec<Vec<std::path::PathBuf>> = vec![Vec::new(); layouts.len()];
+    let mut sizes = vec![0u64; layouts.len()];
+    for index in 0..args.episodes {
+        let landing = generate_episode(&synth, index).unwrap();
+        let (episode, write_config, _) =
+            prepare_episode("landing", &landing.mcap, &PackConfig::default()).unwrap();
+        for (i, (_, layout)) in layouts.iter().enumerate() {
+            let bytes = write_episode(
+                &episode,
+                &WriteConfig {
+                    layout: *layout,
+                    ..write_config.clone()
+                },
+            )
+            .unwrap();
+            let path = dir.path().join(format!("ep{index}-{i}.mcap"));
+            sizes[i] += bytes.len() as u64;
+            std::fs::write(&path, bytes).unwrap();
+            paths[i].push(path);
+        }
+    }
+    let cameras = [
+        "/camera/high/image_raw/compressed",
+        "/camera/left_wrist/image_raw/compressed",
+        "/camera/right_wrist/image_raw/compressed",
+    ];
+    let proprio = [
+        "/joint_states",
+        "/hand/left/pose",
+        "/hand/right/pose",
+        "/action",
+    ];
+    let mut decoder = H264Decoder::new().unwrap();
+    let mut tallies = vec![Tally::default(); layouts.len()];
+    // Same sample times for every layout: (episode, t).
+    let mut rng = Rng(0x5eed);
+    let mut plan = Vec::new();
+    for _ in 0..args.samples {
+        let episode = (rng.next() % args.episodes) as usize;
+        plan.push((episode, rng.unit()));
+    }
+    // Warm the page cache for every file, so time measures the reader, not the disk.
+    for p in paths.iter().flatten() {
+        let _ = std::fs::read(p).unwrap();
+    }
+    for (i, _) in layouts.iter().enumerate() {
+        let readers: Vec<EpisodeReader<CountingSource<FileSource>>> = paths[i]
+            .iter()
+            .map(|p| {
+                EpisodeReader::open(CountingSource::new(FileSource::open(p).unwrap())).unwrap()
+            })
+            .collect();
+        for &(episode, u) in &plan {
+            let reader = &readers[episode];
+            let stats = reader.summary().unwrap().stats.clone().unwrap();
+            let span = stats.message_end_time - stats.message_start_time - 3 * SEC;
+            let t = stats.message_start_time + 3 * SEC / 2 + (u * span as f64) as u64;
+            reader.source().reset();
+            let chunks_before = reader.chunks_read();
+            let started = Instant::now();
+            // 2 frames (t − 0.5 s and t) of 3 cameras.
+            let times = [t - SEC / 2, t];
+            let requests: Vec<(&str, &[u64])> = cameras.iter().map(|c| (*c, &times[..])).collect();
+            let frames = reader.frames(&requests, &mut decoder, None).unwrap();
+            // 1 s of state before t and the 50-step (1 s at 50 Hz) action chunk after it.
+            let signals = reader.signals(&proprio, t - SEC..t + SEC).unwrap();
+            let seconds = started.elapsed().as_secs_f64();
+            let actions_after = signals[3]
+                .log_times
+                .iter()
+                .filter(|&&x| x >= t)
+                .take(50)
+                .count();
+            assert!(frames.iter().all(|f| f.len() == 2) && actions_after >= 45);
+            let s = reader.source().stats();
+            let tally = &mut tallies[i];
+            tally.reads += s.reads;
+            tally.bytes += s.bytes;
+            tally.chunks += reader.chunks_read() - chunks_before;
+            tally.seconds += seconds;
+            tally.samples += 1;
+        }
+    }
+    println!(
+        "\n## Container 1+2: reads per sample and read+decode time ({} episodes × {} s, 6 cameras 320×240 H.264 CRF 23 GOP 30, {} samples)",
+        args.episodes, args.seconds, args.samples
+    );
+    println!(
+        "| layout | file MB | ranged reads / sample | chunks / sample | KB read / sample | ms / sample (read + decode) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (i, (name, _)) in layouts.iter().enumerate() {
+        let t = tallies[i];
+        let n = t.samples as f64;
+        println!(
+            "| {name} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} |",
+            sizes[i] as f64 / 1e6 / args.episodes as f64,
+            t.reads as f64 / n,
+            t.chunks as f64 / n,
+            t.bytes as f64 / n / 1e3,
+            t.seconds * 1e3 / n
+        );
+    }
+    let ours = tallies[0];
+    for (i, (name, _)) in layouts.iter().enumerate().skip(1) {
+        let t = tallies[i];
+        println!(
+            "ratio {name} / topic groups: reads {:.2}×, chunks {:.2}×, bytes {:.2}×, time {:.2}×",
+            t.reads as f64 / ours.reads as f64,
+            t.chunks as f64 / ours.chunks as f64,
+            t.bytes as f64 / ours.bytes as f64,
+            t.seconds / ours.seconds
+        );
+    }
+}
+
+fn render_frames(n: usize, w: u32, h: u32) -> Vec<RgbImage> {
+    let scene = SceneRenderer::new(7, w, h);
+    (0..n)
+        .map(|i| RgbImage::new(w as usize, h as usize, scene.render(i as f64 / 30.0)))
+        .collect()
+}
+
+fn encode(frames: &[RgbImage], config: &EncoderConfig) -> Vec<Vec<u8>> {
+    let mut encoder = H264Encoder::new(frames[0].width, frames[0].height, config).unwrap();
+    let mut units = Vec::new();
+    for f in frames {
+        units.extend(encoder.push(f).unwrap());
+    }
+    units.extend(encoder.finish().unwrap());
+    units.into_iter().map(|u| u.data).collect()
+}
+
+/// Mean PSNR (of the mean MSE), mean SSIM, total bytes of a decoded sequence.
+fn quality(frames: &[RgbImage], decoded: &[RgbImage]) -> (f64, f64) {
+    let m: f64 = frames
+        .iter()
+        .zip(decoded)
+        .map(|(a, b)| mse(&a.data, &b.data))
+        .sum::<f64>()
+        / frames.len() as f64;
+    let s: f64 = frames
+        .iter()
+        .zip(decoded)
+        .step_by(10)
+        .map(|(a, b)| ssim(&a.data, &b.data, a.width, a.height))
+        .sum::<f64>()
+        / frames.iter().step_by(10).count() as f64;
+    (psnr_of_mse(m), s)
+}
+
+fn storage() {
+    let (w, h, n) = (320u32, 240u32, 300usize);
+    let frames = render_frames(n, w, h);
+    let mut images = ImageDecoder::new();
+    // JPEG curve: quality 5..=100 with both 4:2:0 and 4:4:4 chroma.
+    let mut jpeg: Vec<(f64, f64, u64, String)> = Vec::new();
+    for q in (10..=100).step_by(5) {
+        for (label, sampling) in [
+            ("4:2:0", jpeg_encoder::SamplingFactor::F_2_2),
+            ("4:4:4", jpeg_encoder::SamplingFactor::F_1_1),
+        ] {
+            let mut bytes = 0u64;
+            let mut decoded = Vec::with_capacity(n);
+            for f in &frames {
+                let mut out = Vec::new();
+                let mut enc = jpeg_encoder::Encoder::new(&mut out, q as u8);
+                enc.set_sampling_factor(sampling);
+                enc.encode(&f.data, w as u16, h as u16, jpeg_encoder::ColorType::Rgb)
+                    .unwrap();
+                bytes += out.len() as u64;
+                decoded.push(images.decode(ImageFormat::Jpeg, &out).unwrap());
+            }
+            let (p, s) = quality(&frames, &decoded);
+            jpeg.push((p, s, bytes, format!("q{q} {label}")));
+        }
+    }
+    // Smallest JPEG reaching at least a given PSNR (the best JPEG setting for that quality),
+    // interpolated linearly in PSNR between the envelope's points.
+    let mut envelope: Vec<(f64, u64)> = Vec::new();
+    let mut by_bytes = jpeg.clone();
+    by_bytes.sort_by_key(|j| j.2);
+    for j in &by_bytes {
+        if envelope.last().is_none_or(|e| j.0 > e.0) {
+            envelope.push((j.0, j.2));
+        }
+    }
+    let jpeg_bytes_at = |p: f64| -> Option<f64> {
+        let i = envelope.iter().position(|e| e.0 >= p)?;
+        if i == 0 {
+            return Some(envelope[0].1 as f64);
+        }
+        let (a, b) = (envelope[i - 1], envelope[i]);
+        Some(a.1 as f64 + (p - a.0) / (b.0 - a.0) * (b.1 as f64 - a.1 as f64))
+    };
+    println!(
+        "\n## Container 3: storage against per-frame JPEG at equal PSNR ({n} frames {w}×{h} of the reel-synth scene, GOP 30, preset medium, tune fastdecode)"
+    );
+    println!("| video | PSNR dB | SSIM | video KB | JPEG KB at same PSNR | video / JPEG |");
+    println!("|---|---|---|---|---|---|");
+    let mut decoder = H264Decoder::new().unwrap();
+    for (chroma, label) in [
+        (ChromaFormat::Yuv420, "4:2:0"),
+        (ChromaFormat::Yuv444, "4:4:4"),
+    ] {
+        for crf in [18.0f32, 23.0, 28.0, 33.0] {
+            let config = EncoderConfig {
+                crf,
+                chroma,
+                ..EncoderConfig::default()
+            };
+            let units = encode(&frames, &config);
+            let bytes: u64 = units.iter().map(|u| u.len() as u64).sum();
+            let refs: Vec<&[u8]> = units.iter().map(Vec::as_slice).collect();
+            let all: Vec<usize> = (0..n).collect();
+            let decoded = decoder.decode_run(&refs, &all, None).unwrap();
+            let (p, s) = quality(&frames, &decoded);
+            let (jpeg_kb, ratio) = match jpeg_bytes_at(p) {
+                Some(j) => (
+                    format!("{:.0}", j / 1e3),
+                    format!("{:.1}%", 100.0 * bytes as f64 / j),
+                ),
+                None => ("(above every JPEG)".into(), "-".into()),
+            };
+            println!(
+                "| H.264 {label} CRF {crf} | {p:.2} | {s:.4} | {:.0} | {jpeg_kb} | {ratio} |",
+                bytes as f64 / 1e3
+            );
+        }
+    }
+    println!("\nJPEG curve (jpeg-encoder, per frame):");
+    println!("| JPEG | PSNR dB | SSIM | KB |");
+    println!("|---|---|---|---|");
+    for j in &jpeg {
+        println!(
+            "| {} | {:.2} | {:.4} | {:.0} |",
+            j.3,
+            j.0,
+            j.1,
+            j.2 as f64 / 1e3
+        );
+    }
+}
+
+fn gop_cost() {
+    let (w, h, n) = (320u32, 240u32, 300usize);
+    let frames = render_frames(n, w, h);
+    let mut decoder = H264Decoder::new().unwrap();
+    println!(
+        "\n## Container 4: decode cost of one random frame vs GOP length ({n} frames {w}×{h}, CRF 23, 200 random frames)"
+    );
+    println!("| GOP | KB (10 s) | mean ms / random frame | frames decoded / random frame |");
+    println!("|---|---|---|---|");
+    for gop in [1u32, 2, 5, 10, 30] {
+        let units = encode(
+            &frames,
+            &EncoderConfig {
+                gop,
+                ..EncoderConfig::default()
+            },
+        );
+        let bytes: u64 = units.iter().map(|u| u.len() as u64).sum();
+        let refs: Vec<&[u8]> = units.iter().map(Vec::as_slice).collect();
+        let mut rng = Rng(42);
+        let (mut seconds, mut decoded) = (0.0, 0usize);
+        let trials = 200;
+        for _ in 0..trials {
+            let i = (rng.next() % n as u64) as usize;
+            let key = i - i % gop as usize;
+            let started = Instant::now();
+            let _ = decoder
+                .decode_run(&refs[key..=i], &[i - key], None)
+                .unwrap();
+            seconds += started.elapsed().as_secs_f64();
+            decoded += i - key + 1;
+        }
+        println!(
+            "| {gop} | {:.0} | {:.2} | {:.1} |",
+            bytes as f64 / 1e3,
+            seconds * 1e3 / trials as f64,
+            decoded as f64 / trials as f64
+        );
+    }
+}
+
+fn main() {
+    reel_video::quiet_ffmpeg_logs();
+    let args = args();
+    let only = args.only.as_deref();
+    if only.is_none_or(|o| o == "layouts") {
+        layouts(&args);
+    }
+    if only.is_none_or(|o| o == "storage") {
+        storage();
+    }
+    if only.is_none_or(|o| o == "gop") {
+        gop_cost();
+    }
+}
