@@ -140,15 +140,20 @@ fn layouts(args: &Args) {
     for p in paths.iter().flatten() {
         let _ = std::fs::read(p).unwrap();
     }
-    for (i, _) in layouts.iter().enumerate() {
-        let readers: Vec<EpisodeReader<CountingSource<FileSource>>> = paths[i]
-            .iter()
-            .map(|p| {
-                EpisodeReader::open(CountingSource::new(FileSource::open(p).unwrap())).unwrap()
-            })
-            .collect();
-        for &(episode, u) in &plan {
-            let reader = &readers[episode];
+    let readers: Vec<Vec<EpisodeReader<CountingSource<FileSource>>>> = paths
+        .iter()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| {
+                    EpisodeReader::open(CountingSource::new(FileSource::open(p).unwrap())).unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    // Layouts take turns sample by sample, so load on the machine hits them alike.
+    for &(episode, u) in &plan {
+        for (i, layout_readers) in readers.iter().enumerate() {
+            let reader = &layout_readers[episode];
             let stats = reader.summary().unwrap().stats.clone().unwrap();
             let span = stats.message_end_time - stats.message_start_time - 3 * SEC;
             let t = stats.message_start_time + 3 * SEC / 2 + (u * span as f64) as u64;
