@@ -56,7 +56,7 @@ pub use canonical::{
 pub use derive::{ACCELERATION_TOPIC, VELOCITY_TOPIC, derive_signals};
 pub use engine::{
     BatchReport, BatchSpec, EpisodeEvent, EpisodeStatus, Event, Pipeline, PipelineConfig, Profile,
-    RunOptions, StaleEpisode, Step, StepReport, stale_episodes,
+    RunOptions, StaleEpisode, Step, StepReport, current_landing_keys, stale_episodes,
 };
 pub use enrich::{Enricher, LabelSet, MotionSegments, Segment};
 pub use episode::{EpisodeInfo, Landing, decode_landing};

@@ -1,0 +1,236 @@
+//! `reel-ingest`: run the ingest DAG over one batch of a plan, or one episode, against a
+//! store (a local folder or `s3://…`).
+//!
+//! One JSON line per episode and step on stdout, then one `{"batch_report": …}` line;
+//! a progress bar with episodes/s and ETA on stderr. Quarantined episodes are reported and
+//! do not fail the run; store errors do (rerun the same command to resume).
+//!
+//! `reel-ingest stale --store S --pipeline-version X` lists episodes whose canonical
+//! episode was made by another version, one JSON line each.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use reel_io::{Store, split_object_uri};
+use reel_pipeline::{
+    BatchSpec, Event, PIPELINE_VERSION, Pipeline, PipelineConfig, Plan, Profile, RunOptions,
+    stale_episodes, start_jitter,
+};
+
+/// Ingest landing episodes: resample, quality-check, encode canonical MCAPs, write
+/// warehouse rows and labels, with durable per-batch state.
+#[derive(Debug, Parser)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List episodes whose canonical episode is of another pipeline version.
+    Stale {
+        /// Output store.
+        #[arg(long)]
+        store: String,
+        /// The current pipeline version.
+        #[arg(long, default_value = PIPELINE_VERSION)]
+        pipeline_version: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Plan written by `reel-plan`.
+    #[arg(long, conflicts_with = "episode")]
+    plan: Option<String>,
+    /// Batch of the plan (default: $JOB_COMPLETION_INDEX, then $SLURM_ARRAY_TASK_ID).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// One landing episode (path or s3:// URI) instead of a plan: a collection trigger.
+    #[arg(long)]
+    episode: Option<String>,
+    /// Output store: canonical episodes, warehouse, labels, state.
+    #[arg(long)]
+    store: Option<String>,
+    /// Landing store, overriding the plan's.
+    #[arg(long)]
+    landing: Option<String>,
+    /// Steps to run: full, metadata (re-index only) or relabel (enrichment only).
+    #[arg(long, default_value = "full")]
+    profile: String,
+    /// Recompute what is already recorded done (all episodes, or those of --episodes).
+    #[arg(long)]
+    replay: bool,
+    /// Only these episodes (ids or landing keys, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    episodes: Vec<String>,
+    /// Pipeline version stamped on outputs.
+    #[arg(long, default_value = PIPELINE_VERSION)]
+    pipeline_version: String,
+    /// JSON settings (`resample`, `qc`, `encode`).
+    #[arg(long)]
+    config: Option<String>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Wait a deterministic delay in [0, this) before starting, so that workers launched
+    /// together reach the store spread out.
+    #[arg(long, default_value_t = 0)]
+    start_jitter_ms: u64,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn batch_index(args: &RunArgs) -> anyhow::Result<usize> {
+    if let Some(i) = args.batch {
+        return Ok(i);
+    }
+    for var in ["JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID"] {
+        if let Ok(value) = std::env::var(var) {
+            return value
+                .trim()
+                .parse()
+                .with_context(|| format!("${var} is `{value}`, not a batch index"));
+        }
+    }
+    bail!("--batch is required (or $JOB_COMPLETION_INDEX / $SLURM_ARRAY_TASK_ID)")
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    let Some(store_uri) = &args.store else {
+        bail!("--store is required");
+    };
+    let profile = Profile::from_name(&args.profile).with_context(|| {
+        format!(
+            "--profile `{}`: expected full, metadata or relabel",
+            args.profile
+        )
+    })?;
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+            PipelineConfig::from_json(path, &text)?
+        }
+        None => PipelineConfig::default(),
+    };
+    config.pipeline_version = args.pipeline_version.clone();
+
+    let (landing_uri, batch, jitter_key) = match (&args.plan, &args.episode) {
+        (Some(path), None) => {
+            let text = std::fs::read(path).with_context(|| format!("reading {path}"))?;
+            let plan = Plan::from_json(path, &text)?;
+            let index = batch_index(&args)?;
+            let batch = BatchSpec::from_plan(&plan, index)?;
+            let landing = args.landing.clone().unwrap_or_else(|| plan.landing.clone());
+            (landing, batch, (plan.plan_id.clone(), index))
+        }
+        (None, Some(uri)) => {
+            let (landing, key) = split_object_uri(uri)?;
+            let landing = args.landing.clone().unwrap_or(landing);
+            let batch = BatchSpec::single(&key);
+            let jitter = (batch.key.clone(), 0);
+            (landing, batch, jitter)
+        }
+        _ => bail!("give --plan (with --batch) or --episode"),
+    };
+    let delay = start_jitter(
+        &jitter_key.0,
+        jitter_key.1,
+        Duration::from_millis(args.start_jitter_ms),
+    );
+    if !delay.is_zero() {
+        if !args.quiet {
+            eprintln!(
+                "batch {}: staggered start, waiting {:.1} s",
+                batch.key,
+                delay.as_secs_f64()
+            );
+        }
+        std::thread::sleep(delay);
+    }
+
+    let landing = Store::open(&landing_uri).with_context(|| format!("opening {landing_uri}"))?;
+    let store = Store::open(store_uri).with_context(|| format!("opening {store_uri}"))?;
+    let pipeline = Pipeline::new(landing, store, config)?;
+    let options = RunOptions {
+        profile,
+        replay: args.replay,
+        only: (!args.episodes.is_empty())
+            .then(|| args.episodes.iter().cloned().collect::<BTreeSet<_>>()),
+    };
+
+    let total = (batch.landing_keys.len() * profile.steps().len()) as u64;
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} episode-steps {per_sec} eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(batch.key.clone());
+    let stdout = Mutex::new(std::io::stdout());
+    let emit = |line: String| {
+        let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = writeln!(out, "{line}");
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads.unwrap_or(0))
+        .build()?;
+    let report = pool.install(|| {
+        pipeline.run(&batch, &options, &|event| match event {
+            Event::Episode(e) => {
+                emit(serde_json::to_string(e).unwrap_or_default());
+                bar.inc(1);
+            }
+            Event::StepSkipped { step, .. } => {
+                bar.inc(batch.landing_keys.len() as u64);
+                bar.suspend(|| eprintln!("{}: step {} already complete", batch.key, step.name()));
+            }
+            Event::StepStarted { .. } | Event::StepCommitted { .. } => {}
+        })
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    for q in &report.quarantined {
+        eprintln!("quarantined {}: {}", q.landing_key, q.reason);
+    }
+    emit(serde_json::json!({ "batch_report": report }).to_string());
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    reel_video::quiet_ffmpeg_logs();
+    match cli.command {
+        Some(Command::Stale {
+            store,
+            pipeline_version,
+        }) => {
+            let store = Store::open(&store).with_context(|| format!("opening {store}"))?;
+            let stale = stale_episodes(&store, &pipeline_version)?;
+            let mut out = std::io::stdout().lock();
+            for e in &stale {
+                writeln!(out, "{}", serde_json::to_string(e)?)?;
+            }
+            eprintln!(
+                "{} stale episodes (not of pipeline version {pipeline_version})",
+                stale.len()
+            );
+            Ok(())
+        }
+        None => run(cli.run),
+    }
+}

@@ -1,0 +1,421 @@
+//! Reliability of `reel-ingest` as a process: SIGKILLed at random points and resumed,
+//! and several processes on disjoint and overlapping batches at once against one store,
+//! on a local folder and on a real S3-compatible server on loopback.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use arrow_array::{Array, Int64Array, StringArray};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use reel_io::{ByteSource, Store, StoreOptions};
+use reel_pipeline::{BatchTarget, Plan, list_landing, make_plan};
+use reel_synth::{FaultRates, SynthConfig};
+
+const BIN: &str = env!("CARGO_BIN_EXE_reel-ingest");
+
+/// Writes `n` small landing episodes and one broken file into `dir`; returns the good ids.
+fn landing(dir: &Path, n: u64, seconds: f64) -> Vec<String> {
+    let synth = SynthConfig {
+        seconds,
+        cameras: 2,
+        width: 96,
+        height: 72,
+        faults: FaultRates::uniform(3.0),
+        ..SynthConfig::default()
+    };
+    let ids = (0..n)
+        .map(|i| {
+            reel_synth::write_episode(&synth, i, dir)
+                .expect("synth")
+                .report
+                .episode_id
+        })
+        .collect();
+    std::fs::write(dir.join("ep-zz-broken.mcap"), vec![0x89; 300]).expect("write");
+    ids
+}
+
+fn write_plan(
+    landing_uri: &str,
+    store: &Store,
+    dir: &Path,
+    name: &str,
+    target: BatchTarget,
+) -> (String, Plan) {
+    let episodes = list_landing(store, "").expect("list");
+    let plan = make_plan(landing_uri, episodes, target);
+    let path = dir.join(name);
+    std::fs::write(&path, plan.to_json()).expect("plan");
+    (path.to_string_lossy().into_owned(), plan)
+}
+
+fn ingest(
+    plan: &str,
+    batch: usize,
+    store: &str,
+    env: &[(String, String)],
+    threads: usize,
+) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "--plan",
+        plan,
+        "--batch",
+        &batch.to_string(),
+        "--store",
+        store,
+        "--threads",
+        &threads.to_string(),
+        "-q",
+    ])
+    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    cmd
+}
+
+/// (step, episode id, status) of every episode line.
+fn events(stdout: &[u8]) -> Vec<(String, String, String)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("status").is_some())
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+            (s("step"), s("episode_id"), s("status"))
+        })
+        .collect()
+}
+
+/// Warehouse rows: (episode id, ingested_at) per part file.
+fn warehouse(store: &Store) -> BTreeMap<String, Vec<(String, i64)>> {
+    let mut parts = BTreeMap::new();
+    for key in store.list("episodes/").expect("list") {
+        if !key.ends_with(".parquet") {
+            continue;
+        }
+        let bytes = store.read(&key).expect("part");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .expect("parquet")
+            .build()
+            .expect("reader");
+        let mut rows = Vec::new();
+        for batch in reader {
+            let batch = batch.expect("batch");
+            let ids = batch.column_by_name("episode_id").expect("id");
+            let ids = ids.as_any().downcast_ref::<StringArray>().expect("utf8");
+            let at = batch.column_by_name("ingested_at_ns").expect("at");
+            let at = at.as_any().downcast_ref::<Int64Array>().expect("i64");
+            let uri = batch.column_by_name("uri").expect("uri");
+            let uri = uri.as_any().downcast_ref::<StringArray>().expect("utf8");
+            for i in 0..ids.len() {
+                assert_eq!(uri.value(i), format!("canonical/{}.mcap", ids.value(i)));
+                rows.push((ids.value(i).to_owned(), at.value(i)));
+            }
+        }
+        parts.insert(key, rows);
+    }
+    parts
+}
+
+/// Every visible object is complete: canonical MCAPs open, JSON parses, Parquet reads.
+/// Returns the number of hidden temporary files a killed writer left.
+fn check_no_partial_objects(root: &Path) -> usize {
+    let store = Store::open(root.to_str().expect("utf-8")).expect("store");
+    let mut temps = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if name.starts_with('.') {
+                temps += 1;
+                continue;
+            }
+            let key = path
+                .strip_prefix(root)
+                .expect("inside")
+                .to_string_lossy()
+                .into_owned();
+            if name.ends_with(".mcap") {
+                let source = store.source(&key);
+                reel_mcap::EpisodeReader::open(&source as &dyn ByteSource)
+                    .unwrap_or_else(|e| panic!("partial canonical {key}: {e}"));
+            } else if name.ends_with(".json") {
+                serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).expect("read"))
+                    .unwrap_or_else(|e| panic!("partial record {key}: {e}"));
+            } else if name.ends_with(".parquet") {
+                ParquetRecordBatchReaderBuilder::try_new(store.read(&key).expect("read"))
+                    .unwrap_or_else(|e| panic!("partial part {key}: {e}"));
+            } else {
+                panic!("unexpected object {key}");
+            }
+        }
+    }
+    temps
+}
+
+#[test]
+fn sigkill_at_random_points_then_resume_processes_each_episode_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let landing_dir = dir.path().join("landing");
+    let ids = landing(&landing_dir, 10, 3.0);
+    let landing_uri = landing_dir.to_string_lossy().into_owned();
+    let landing_store = Store::open(&landing_uri).expect("landing");
+    let (plan, _) = write_plan(
+        &landing_uri,
+        &landing_store,
+        dir.path(),
+        "plan.json",
+        BatchTarget::Count(1),
+    );
+    let store_dir = dir.path().join("store");
+    let store_uri = store_dir.to_string_lossy().into_owned();
+
+    // Deterministic "random" kill points (xorshift), spread over a run's lifetime.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut all_events = Vec::new();
+    let mut interrupted = 0;
+    for _ in 0..10 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        // Kill after a random number (0–3) of freshly computed episodes plus a few random
+        // milliseconds, so that kills land inside every step, mid-write included.
+        let after_done = (state % 4) as usize;
+        let extra = Duration::from_millis(state / 4 % 40);
+        let mut child = ingest(&plan, 0, &store_uri, &[], 1)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut seen = String::new();
+        let mut line = String::new();
+        let mut done = 0;
+        while done < after_done {
+            line.clear();
+            if stdout.read_line(&mut line).expect("read") == 0 {
+                break;
+            }
+            done += usize::from(line.contains(r#""status":"done""#));
+            seen.push_str(&line);
+        }
+        std::thread::sleep(if after_done == 0 {
+            Duration::from_millis(300) + extra
+        } else {
+            extra
+        });
+        child.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
+        stdout.read_to_string(&mut seen).expect("read");
+        child.wait().expect("wait");
+        let finished = seen.contains("batch_report");
+        interrupted += usize::from(!finished);
+        eprintln!(
+            "killed after {after_done} done + {extra:?}: {} episode lines, finished: {finished}",
+            events(seen.as_bytes()).len()
+        );
+        all_events.extend(events(seen.as_bytes()));
+    }
+    assert!(
+        interrupted >= 3,
+        "only {interrupted} runs were cut short; kill earlier"
+    );
+    let out = ingest(&plan, 0, &store_uri, &[], 1)
+        .output()
+        .expect("final run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    all_events.extend(events(&out.stdout));
+
+    // Each episode was computed at most once per step; a kill between writing an artifact
+    // and reporting it shows up as a reuse later, never as a second computation.
+    let mut done: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for (step, id, status) in &all_events {
+        if status == "done" {
+            *done.entry((step.clone(), id.clone())).or_default() += 1;
+        }
+    }
+    assert!(done.values().all(|&n| n == 1), "{done:?}");
+    let store = Store::open(&store_uri).expect("store");
+    for id in &ids {
+        assert!(
+            store.len_of(&format!("canonical/{id}.mcap")).is_ok(),
+            "{id} missing"
+        );
+    }
+    assert!(store.read("quarantine/ep-zz-broken.json").is_ok());
+    let temps = check_no_partial_objects(&store_dir);
+    eprintln!("{temps} temporary files left by killed writers");
+
+    // One part, one row per good episode.
+    let parts = warehouse(&store);
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    let rows: Vec<&String> = parts.values().flatten().map(|r| &r.0).collect();
+    let unique: BTreeSet<&String> = rows.iter().copied().collect();
+    assert_eq!(rows.len(), unique.len(), "duplicate rows");
+    assert_eq!(unique, ids.iter().collect());
+}
+
+/// Starts several processes at once on two plans over the same landing data (batches of
+/// one plan are disjoint, the other plan's overlap them) and checks the shared store.
+fn concurrent_batches(
+    landing_uri: &str,
+    landing_store: &Store,
+    store_uri: &str,
+    env: &[(String, String)],
+    ids: &[String],
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (plan_a, a) = write_plan(
+        landing_uri,
+        landing_store,
+        dir.path(),
+        "a.json",
+        BatchTarget::Count(2),
+    );
+    let (plan_b, b) = write_plan(
+        landing_uri,
+        landing_store,
+        dir.path(),
+        "b.json",
+        BatchTarget::Count(3),
+    );
+    let mut children = Vec::new();
+    for (plan, batches) in [(&plan_a, a.batches.len()), (&plan_b, b.batches.len())] {
+        for i in 0..batches {
+            children.push(ingest(plan, i, store_uri, env, 2).spawn().expect("spawn"));
+        }
+    }
+    for child in children {
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let store = Store::open_with(
+        store_uri,
+        &StoreOptions {
+            access_key_id: env
+                .iter()
+                .find(|e| e.0 == "AWS_ACCESS_KEY_ID")
+                .map(|e| e.1.clone()),
+            secret_access_key: env
+                .iter()
+                .find(|e| e.0 == "AWS_SECRET_ACCESS_KEY")
+                .map(|e| e.1.clone()),
+        },
+    )
+    .expect("store");
+    // Every batch of both plans committed every step.
+    for plan in [&a, &b] {
+        for i in 0..plan.batches.len() {
+            for step in ["canonical", "enrich", "index"] {
+                let key = format!(
+                    "state/{step}/{}@{}.json",
+                    plan.batch_key(i),
+                    reel_pipeline::PIPELINE_VERSION
+                );
+                assert!(store.read(&key).is_ok(), "{key} missing");
+            }
+        }
+    }
+    for id in ids {
+        let source = store.source(&format!("canonical/{id}.mcap"));
+        reel_mcap::EpisodeReader::open(&source as &dyn ByteSource)
+            .expect("complete canonical episode");
+    }
+    // Each part has unique rows; the latest ingestion of each episode is one row.
+    let parts = warehouse(&store);
+    assert_eq!(parts.len(), a.batches.len() + b.batches.len());
+    let mut latest: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for rows in parts.values() {
+        let unique: BTreeSet<&String> = rows.iter().map(|r| &r.0).collect();
+        assert_eq!(unique.len(), rows.len());
+        for (id, at) in rows {
+            latest.entry(id).or_default().push(*at);
+        }
+    }
+    assert_eq!(latest.len(), ids.len());
+    for (id, ats) in &latest {
+        // Every episode appears once per plan (two plans), and the newest row is unique.
+        assert_eq!(ats.len(), 2, "{id}");
+        let max = ats.iter().max().expect("rows");
+        assert_eq!(ats.iter().filter(|a| *a == max).count(), 1, "{id}: tie");
+    }
+}
+
+#[test]
+fn concurrent_overlapping_batches_on_a_local_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let landing_dir = dir.path().join("landing");
+    let mut ids = landing(&landing_dir, 6, 2.0);
+    std::fs::remove_file(landing_dir.join("ep-zz-broken.mcap")).expect("rm");
+    ids.sort();
+    let landing_uri = landing_dir.to_string_lossy().into_owned();
+    let landing_store = Store::open(&landing_uri).expect("landing");
+    let store_dir = dir.path().join("store");
+    concurrent_batches(
+        &landing_uri,
+        &landing_store,
+        &store_dir.to_string_lossy(),
+        &[],
+        &ids,
+    );
+    check_no_partial_objects(&store_dir);
+}
+
+#[test]
+fn concurrent_overlapping_batches_on_s3() {
+    let Some(server) = reel_io::test_support::S3Server::start("reel").expect("s3s-fs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("landing");
+    let ids = landing(&local, 6, 2.0);
+    std::fs::remove_file(local.join("ep-zz-broken.mcap")).expect("rm");
+    let landing_store = server.store("reel", "landing").expect("landing");
+    for entry in std::fs::read_dir(&local).expect("dir") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name")
+            .to_owned();
+        landing_store
+            .write_atomic(&name, std::fs::read(&path).expect("read"))
+            .expect("upload");
+    }
+    let options = server.options();
+    let env = vec![
+        (
+            "AWS_ACCESS_KEY_ID".to_owned(),
+            options.access_key_id.clone().unwrap_or_default(),
+        ),
+        (
+            "AWS_SECRET_ACCESS_KEY".to_owned(),
+            options.secret_access_key.clone().unwrap_or_default(),
+        ),
+    ];
+    concurrent_batches(
+        &server.uri("reel", "landing"),
+        &landing_store,
+        &server.uri("reel", "store"),
+        &env,
+        &ids,
+    );
+}

@@ -1,0 +1,87 @@
+//! `reel-plan`: list a landing folder or S3 prefix and bin-pack its episodes by bytes into
+//! balanced batches, one per worker of a Kubernetes Indexed Job or a Slurm array.
+//!
+//! Writes the plan (JSON) atomically, prints one JSON line with its shape on stdout and
+//! the imbalance on stderr.
+
+use std::collections::BTreeSet;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use reel_io::Store;
+use reel_pipeline::{BatchTarget, current_landing_keys, list_landing, make_plan};
+
+/// Bin-pack landing episodes into balanced ingest batches (first-fit decreasing by bytes).
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Landing folder or `s3://bucket/prefix?endpoint=…` (episodes are its `*.mcap` objects).
+    landing: String,
+    /// Plan file to write.
+    #[arg(short, long)]
+    output: String,
+    /// Number of batches (balanced by bytes).
+    #[arg(long, conflicts_with = "batch_bytes")]
+    batches: Option<usize>,
+    /// Batch capacity in bytes (first-fit decreasing).
+    #[arg(long)]
+    batch_bytes: Option<u64>,
+    /// Leave out episodes whose canonical episode in this store is already of
+    /// `--pipeline-version` (plan only the stale and the new).
+    #[arg(long, requires = "pipeline_version")]
+    stale_in: Option<String>,
+    /// Pipeline version for `--stale-in`.
+    #[arg(long)]
+    pipeline_version: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let target = match (args.batches, args.batch_bytes) {
+        (Some(0), _) => bail!("--batches must be at least 1"),
+        (_, Some(0)) => bail!("--batch-bytes must be at least 1"),
+        (Some(n), None) => BatchTarget::Count(n),
+        (None, Some(b)) => BatchTarget::Bytes(b),
+        (None, None) => BatchTarget::Count(1),
+        (Some(_), Some(_)) => bail!("give --batches or --batch-bytes, not both"),
+    };
+    let landing =
+        Store::open(&args.landing).with_context(|| format!("opening {}", args.landing))?;
+    let mut episodes = list_landing(&landing, "")?;
+    let listed = episodes.len();
+    if let (Some(store), Some(version)) = (&args.stale_in, &args.pipeline_version) {
+        let store = Store::open(store).with_context(|| format!("opening {store}"))?;
+        let current: BTreeSet<String> = current_landing_keys(&store, version)?;
+        episodes.retain(|e| !current.contains(&e.key));
+    }
+    if episodes.is_empty() {
+        eprintln!("no episodes to plan ({listed} listed in {})", args.landing);
+    }
+    let plan = make_plan(&args.landing, episodes, target);
+    reel_io::write_file_atomic(std::path::Path::new(&args.output), &plan.to_json())
+        .with_context(|| format!("writing {}", args.output))?;
+    let sizes: Vec<u64> = plan.batches.iter().map(|b| b.bytes).collect();
+    eprintln!(
+        "{} episodes, {:.1} MB in {} batches (largest {:.1} MB, smallest {:.1} MB); imbalance {:.3} (largest / mean)",
+        plan.batches.iter().map(|b| b.episodes.len()).sum::<usize>(),
+        plan.total_bytes as f64 / 1e6,
+        plan.batches.len(),
+        sizes.iter().max().copied().unwrap_or(0) as f64 / 1e6,
+        sizes.iter().min().copied().unwrap_or(0) as f64 / 1e6,
+        plan.imbalance,
+    );
+    println!(
+        "{}",
+        serde_json::json!({
+            "plan": args.output,
+            "plan_id": plan.plan_id,
+            "landing": plan.landing,
+            "episodes": plan.batches.iter().map(|b| b.episodes.len()).sum::<usize>(),
+            "listed": listed,
+            "batches": plan.batches.len(),
+            "total_bytes": plan.total_bytes,
+            "imbalance": plan.imbalance,
+        })
+    );
+    Ok(())
+}
