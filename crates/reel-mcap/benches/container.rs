@@ -305,7 +305,7 @@ fn storage() {
         (ChromaFormat::Yuv420, "4:2:0"),
         (ChromaFormat::Yuv444, "4:4:4"),
     ] {
-        for crf in [18.0f32, 23.0, 28.0, 33.0] {
+        for crf in [12.0f32, 15.0, 18.0, 23.0, 28.0, 33.0] {
             let config = EncoderConfig {
                 crf,
                 chroma,

@@ -554,83 +554,73 @@ impl<S: ByteSource> EpisodeReader<S> {
         // Camera messages per channel, by log time, from every chunk fetched so far.
         let mut frames: HashMap<u16, BTreeMap<u64, Bytes>> = HashMap::new();
         let mut fetched: HashSet<u64> = HashSet::new();
-        // How far back each request has looked: the start time of the earliest chunk read.
-        let mut reach: Vec<Vec<u64>> = requests.iter().map(|(_, ts)| ts.to_vec()).collect();
-
-        loop {
-            let summary = match &self.index {
-                Index::Summary(s) => s,
-                Index::Scanned { messages, .. } => {
-                    for (id, m) in messages.iter().filter(|(id, _)| ids.contains(id)) {
-                        frames
-                            .entry(*id)
-                            .or_default()
-                            .insert(m.log_time, m.data.clone());
-                    }
-                    break;
-                }
+        if let Index::Scanned { messages, .. } = &self.index {
+            for (id, m) in messages.iter().filter(|(id, _)| ids.contains(id)) {
+                frames
+                    .entry(*id)
+                    .or_default()
+                    .insert(m.log_time, m.data.clone());
+            }
+        }
+        if let Index::Summary(summary) = &self.index {
+            let holds = |c: &ChunkIndex, id: u16| {
+                c.message_index_offsets.is_empty() || c.message_index_offsets.contains_key(&id)
             };
-            // Plan: for each request time, the latest chunk of its channel starting at or
-            // before the reach time, unless already fetched.
+            // First the chunk holding each requested time; then, while a GOP's keyframe or
+            // a frame between it and the target is missing, the chunks that hold them.
             let mut wanted: Vec<&ChunkIndex> = Vec::new();
-            for ((id, times), reach) in ids.iter().zip(requests.iter().map(|(_, t)| *t)).zip(&reach)
-            {
-                for (_, &r) in times.iter().zip(reach) {
-                    if let Some(c) = latest_chunk_of(summary, *id, r, &fetched)
-                        && !wanted
-                            .iter()
-                            .any(|w| w.chunk_start_offset == c.chunk_start_offset)
-                    {
+            for (id, (_, times)) in ids.iter().zip(requests) {
+                for &t in *times {
+                    if let Some(c) = latest_chunk_of(summary, *id, t, &fetched, false) {
                         wanted.push(c);
                     }
                 }
             }
-            if wanted.is_empty() {
-                break;
-            }
-            wanted.sort_by_key(|c| c.chunk_start_offset);
-            for run in coalesce(&wanted) {
-                for (id, m) in self.read_run(summary, &run)? {
-                    if ids.contains(&id) {
-                        frames.entry(id).or_default().insert(m.log_time, m.data);
+            while !wanted.is_empty() {
+                wanted.sort_by_key(|c| c.chunk_start_offset);
+                wanted.dedup_by_key(|c| c.chunk_start_offset);
+                for run in coalesce(&wanted) {
+                    for (id, m) in self.read_run(summary, &run)? {
+                        if ids.contains(&id) {
+                            frames.entry(id).or_default().insert(m.log_time, m.data);
+                        }
                     }
+                    fetched.extend(run.iter().map(|c| c.chunk_start_offset));
                 }
-                fetched.extend(run.iter().map(|c| c.chunk_start_offset));
-            }
-            // Done when every request has a keyframe at or before its target frame.
-            let mut more = false;
-            for ((id, times), reach) in ids
-                .iter()
-                .zip(requests.iter().map(|(_, t)| *t))
-                .zip(reach.iter_mut())
-            {
-                let Some(stream) = frames.get(id) else {
-                    continue;
-                };
-                for (&t, r) in times.iter().zip(reach.iter_mut()) {
-                    let target = stream.range(..=t).next_back().map(|(k, _)| *k);
-                    let has_key = match target {
-                        Some(target) => stream
-                            .range(..=target)
-                            .rev()
-                            .any(|(_, d)| is_idr(&video_payload(d))),
-                        None => false,
-                    };
-                    if !has_key {
-                        // Look one chunk further back (before the earliest frame we hold).
-                        let earliest = stream.keys().next().copied().unwrap_or(t);
-                        if earliest > 0
-                            && latest_chunk_of(summary, *id, earliest.saturating_sub(1), &fetched)
-                                .is_some()
-                        {
-                            *r = earliest.saturating_sub(1);
-                            more = true;
+                wanted.clear();
+                for (id, (_, times)) in ids.iter().zip(requests) {
+                    let empty = BTreeMap::new();
+                    let stream = frames.get(id).unwrap_or(&empty);
+                    for &t in *times {
+                        let target = stream.range(..=t).next_back().map(|(k, _)| *k);
+                        let key = target.and_then(|target| {
+                            stream
+                                .range(..=target)
+                                .rev()
+                                .find(|(_, d)| is_idr(&video_payload(d)))
+                                .map(|(k, _)| *k)
+                        });
+                        match (key, target) {
+                            // Chunks of this camera between keyframe and target not yet read.
+                            (Some(key), Some(target)) => {
+                                wanted.extend(summary.chunk_indexes.iter().filter(|c| {
+                                    holds(c, *id)
+                                        && !fetched.contains(&c.chunk_start_offset)
+                                        && c.message_start_time <= target
+                                        && c.message_end_time >= key
+                                }))
+                            }
+                            // No keyframe yet: one chunk further back.
+                            _ => wanted.extend(latest_chunk_of(
+                                summary,
+                                *id,
+                                target.unwrap_or(t),
+                                &fetched,
+                                true,
+                            )),
                         }
                     }
                 }
-            }
-            if !more {
-                break;
             }
         }
 
@@ -702,23 +692,31 @@ fn video_payload(message: &[u8]) -> Vec<u8> {
         .unwrap_or_default()
 }
 
-/// The chunk of `channel` with the latest start time at or before `t` not yet fetched, or
-/// the first chunk of the channel when none starts before `t`.
+/// The chunk of `channel` with the latest start time at or before `t`, or the first chunk
+/// of the channel when none starts before `t`; `None` if that chunk is already fetched.
+/// When walking back for a keyframe (`before_fetched`), fetched chunks are passed over.
 fn latest_chunk_of<'a>(
     summary: &'a Summary,
     channel: u16,
     t: u64,
     fetched: &HashSet<u64>,
+    before_fetched: bool,
 ) -> Option<&'a ChunkIndex> {
     let has = |c: &&ChunkIndex| {
-        c.message_index_offsets.is_empty() || c.message_index_offsets.contains_key(&channel)
+        (c.message_index_offsets.is_empty() || c.message_index_offsets.contains_key(&channel))
+            && !(before_fetched && fetched.contains(&c.chunk_start_offset))
     };
     let candidates = summary.chunk_indexes.iter().filter(has);
     let best = candidates
         .clone()
         .filter(|c| c.message_start_time <= t)
         .max_by_key(|c| (c.message_start_time, c.chunk_start_offset))
-        .or_else(|| candidates.min_by_key(|c| (c.message_start_time, c.chunk_start_offset)))?;
+        .or_else(|| {
+            // Nothing starts before `t`: the channel's first chunk (never when walking back).
+            (!before_fetched)
+                .then(|| candidates.min_by_key(|c| (c.message_start_time, c.chunk_start_offset)))
+                .flatten()
+        })?;
     (!fetched.contains(&best.chunk_start_offset)).then_some(best)
 }
 

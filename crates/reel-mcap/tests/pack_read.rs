@@ -95,3 +95,53 @@ fn ros2_episode_packs_and_reads_back() {
         assert_eq!((per_camera[0].width, per_camera[0].height), (96, 64));
     }
 }
+
+#[test]
+fn frames_decode_on_every_layout() {
+    use reel_mcap::{Layout, WriteConfig, prepare_episode, write_episode};
+    let landing = synth(Flavor::Ros2);
+    let (episode, config, _) =
+        prepare_episode("landing.mcap", &landing.mcap, &PackConfig::default()).unwrap();
+    let camera = "/camera/high/image_raw/compressed";
+    let mut decoder = H264Decoder::new().unwrap();
+    let mut results = Vec::new();
+    // Small interleaved chunks force the reader to walk back chunk by chunk for keyframes.
+    for layout in [
+        Layout::TopicGroups,
+        Layout::Interleaved {
+            chunk_size: 16 << 10,
+        },
+        Layout::TopicPerChunk,
+    ] {
+        let bytes = write_episode(
+            &episode,
+            &WriteConfig {
+                layout,
+                ..config.clone()
+            },
+        )
+        .unwrap();
+        let reader = EpisodeReader::open(MemorySource::new("layout.mcap", bytes)).unwrap();
+        let t0 = reader
+            .summary()
+            .unwrap()
+            .stats
+            .clone()
+            .unwrap()
+            .message_start_time;
+        let times = [t0, t0 + 950_000_000, t0 + 1_990_000_000, t0 + 2_500_000_000];
+        results.push(
+            reader
+                .frames_at(camera, &times, &mut decoder, None)
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        results[0], results[1],
+        "interleaved layout decodes the same pictures"
+    );
+    assert_eq!(
+        results[0], results[2],
+        "topic-per-chunk layout decodes the same pictures"
+    );
+}
