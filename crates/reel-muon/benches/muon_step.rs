@@ -116,6 +116,14 @@ fn main() {
                 std::hint::black_box(ns.orthogonalize(&g, rows, cols, Par::Seq));
             });
             let ns_gflops = ns_flops(rows, cols, 5) / ns_s / 1e9;
+            let ns_bf16 = NewtonSchulz {
+                precision: NsPrecision::Bf16,
+                ..ns
+            };
+            let bf16_s = median_seconds(5, || {
+                std::hint::black_box(ns_bf16.orthogonalize(&g, rows, cols, Par::Seq));
+            });
+            let bf16_gflops = ns_flops(rows, cols, 5) / bf16_s / 1e9;
             let (m, n) = (rows.min(cols), rows.max(cols));
             let a = Mat::<f32>::from_fn(m, n, |i, j| g[i * n + j]);
             let b = Mat::<f32>::from_fn(n, m, |i, j| g[j * n + i]);
@@ -147,7 +155,8 @@ fn main() {
             println!(
                 "{}",
                 json!({"bench": "newton_schulz_vs_gemm", "shape": [rows, cols], "threads": 1,
-                       "ns_gflops_dense_count": ns_gflops, "gemm_gflops_m_n_m": gemm_gflops,
+                       "ns_gflops_dense_count": ns_gflops, "ns_bf16_gflops_dense_count": bf16_gflops,
+                       "gemm_gflops_m_n_m": gemm_gflops,
                        "gemm_gflops_square": square_gflops, "ratio_vs_gemm_m_n_m": ns_gflops / gemm_gflops})
             );
         }
