@@ -223,7 +223,11 @@ fn main() -> anyhow::Result<()> {
             let stale = stale_episodes(&store, &pipeline_version)?;
             let mut out = std::io::stdout().lock();
             for e in &stale {
-                writeln!(out, "{}", serde_json::to_string(e)?)?;
+                match writeln!(out, "{}", serde_json::to_string(e)?) {
+                    // A reader that stops early (`| head`) is not an error.
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                    other => other?,
+                }
             }
             eprintln!(
                 "{} stale episodes (not of pipeline version {pipeline_version})",

@@ -200,7 +200,7 @@ impl BatchSpec {
             })
             .collect();
         Self {
-            key: format!("ep-{stem}"),
+            key: format!("one-{stem}"),
             landing_keys: vec![landing_key.to_owned()],
         }
     }
