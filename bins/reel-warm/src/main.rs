@@ -183,7 +183,7 @@ fn default_pin_name(manifest: &Path) -> String {
             }
         })
         .collect();
-    let hash = xxhash_rust::xxh3::xxh3_64(absolute.to_string_lossy().as_bytes());
+    let hash = twox_hash::XxHash3_64::oneshot(absolute.to_string_lossy().as_bytes());
     format!("{stem}-{hash:016x}")
 }
 

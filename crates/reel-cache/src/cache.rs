@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use opendal::Operator;
 use opendal::layers::RetryLayer;
 use reel_io::{ByteSource, Store};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, watch};
-use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
+use twox_hash::{XxHash3_64, XxHash3_128};
 
 use crate::block::{self, BlockFault, BlockFile};
 use crate::metrics::{CacheMetrics, Counters, add};
@@ -140,7 +140,7 @@ impl BlockCache {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let temp_nonce = xxh3_64(format!("{}-{nanos}", std::process::id()).as_bytes());
+        let temp_nonce = XxHash3_64::oneshot(format!("{}-{nanos}", std::process::id()).as_bytes());
         Ok(Self {
             runtime: Arc::new(runtime),
             inner: Arc::new(Inner {
@@ -386,9 +386,10 @@ impl Inner {
     }
 
     fn meta_path(&self, path: &str) -> PathBuf {
-        self.config.dirs[0]
-            .join("objects")
-            .join(format!("{:032x}.json", xxh3_128(path.as_bytes())))
+        self.config.dirs[0].join("objects").join(format!(
+            "{:032x}.json",
+            XxHash3_128::oneshot(path.as_bytes())
+        ))
     }
 
     fn read_meta(&self, path: &str) -> Option<ObjectMeta> {
@@ -429,7 +430,7 @@ impl Inner {
         let mut key = [0u8; 24];
         key[..16].copy_from_slice(&id.to_le_bytes());
         key[16..].copy_from_slice(&index.to_le_bytes());
-        let dir = &dirs[(xxh3_64(&key) % dirs.len() as u64) as usize];
+        let dir = &dirs[(XxHash3_64::oneshot(&key) % dirs.len() as u64) as usize];
         dir.join("blocks")
             .join(format!("{id:032x}"))
             .join(format!("{index}.blk"))
@@ -462,6 +463,20 @@ impl Inner {
 
     /// `range` within block `index` of `object`, from disk, or `None` on a miss.
     fn read_cached(&self, object: &CachedObject, index: u64, range: Range<u64>) -> Option<Bytes> {
+        let mut out = vec![0u8; (range.end - range.start) as usize];
+        self.read_cached_into(object, index, range, &mut out)
+            .then(|| Bytes::from(out))
+    }
+
+    /// Reads `range` within block `index` of `object` from disk into `out`; false on a
+    /// miss (missing or corrupt block, which is then dropped).
+    fn read_cached_into(
+        &self,
+        object: &CachedObject,
+        index: u64,
+        range: Range<u64>,
+        out: &mut [u8],
+    ) -> bool {
         let path = self.block_path(object.id, index);
         let block_range = object.block_range(index);
         let result = BlockFile::open(
@@ -470,15 +485,15 @@ impl Inner {
             self.config.page_size,
         )
         .and_then(|block| {
-            let bytes = block.read(range)?;
+            block.read_into(range, out)?;
             touch(&block);
-            Ok(bytes)
+            Ok(())
         });
         match result {
-            Ok(bytes) => Some(bytes),
+            Ok(()) => true,
             Err(fault) => {
                 self.drop_if_corrupt(&path, &fault);
-                None
+                false
             }
         }
     }
@@ -487,26 +502,26 @@ impl Inner {
         let bs = self.config.block_size;
         let first = range.start / bs;
         let last = (range.end - 1) / bs;
+        // `range` within block `index`, and where that lands in the output.
         let within = |index: u64| {
             let block = object.block_range(index);
-            range.start.max(block.start) - block.start..range.end.min(block.end) - block.start
+            let (a, b) = (range.start.max(block.start), range.end.min(block.end));
+            (
+                a - block.start..b - block.start,
+                (a - range.start) as usize..(b - range.start) as usize,
+            )
         };
-        let mut parts = Vec::with_capacity((last - first + 1) as usize);
+        let mut out = vec![0u8; (range.end - range.start) as usize];
         let mut missing = Vec::new();
         for index in first..=last {
-            let sub = within(index);
-            match self.read_cached(object, index, sub.clone()) {
-                Some(bytes) => {
-                    add(&self.counters.hits, 1);
-                    add(&self.counters.bytes_read_cache, bytes.len() as u64);
-                    parts.push(Some(bytes));
-                }
-                None => {
-                    add(&self.counters.misses, 1);
-                    add(&self.counters.bytes_requested_external, sub.end - sub.start);
-                    missing.push(index);
-                    parts.push(None);
-                }
+            let (sub, at) = within(index);
+            if self.read_cached_into(object, index, sub.clone(), &mut out[at]) {
+                add(&self.counters.hits, 1);
+                add(&self.counters.bytes_read_cache, sub.end - sub.start);
+            } else {
+                add(&self.counters.misses, 1);
+                add(&self.counters.bytes_requested_external, sub.end - sub.start);
+                missing.push(index);
             }
         }
         if !missing.is_empty() {
@@ -514,30 +529,20 @@ impl Inner {
                 .cache
                 .runtime
                 .block_on(self.fetch_blocks(object, &missing))?;
-            for (slot, index) in parts.iter_mut().zip(first..) {
-                if slot.is_none() {
-                    let sub = within(index);
-                    let block = fetched
-                        .get(&index)
-                        .ok_or_else(|| reel_io::Error::ShortRead {
-                            name: object.name.clone(),
-                            expected: sub.end - sub.start,
-                            got: 0,
-                        })?;
-                    *slot = Some(block.slice(sub.start as usize..sub.end as usize));
-                }
+            for index in missing {
+                let (sub, at) = within(index);
+                let block = fetched.get(&index).filter(|b| b.len() as u64 >= sub.end);
+                let Some(block) = block else {
+                    return Err(reel_io::Error::ShortRead {
+                        name: object.name.clone(),
+                        expected: sub.end - sub.start,
+                        got: 0,
+                    });
+                };
+                out[at].copy_from_slice(&block[sub.start as usize..sub.end as usize]);
             }
         }
-        if parts.len() == 1
-            && let Some(Some(only)) = parts.pop()
-        {
-            return Ok(only);
-        }
-        let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
-        for part in parts.into_iter().flatten() {
-            out.extend_from_slice(&part);
-        }
-        Ok(out.freeze())
+        Ok(Bytes::from(out))
     }
 
     /// Fetches `blocks` (sorted) of `object`: blocks another thread is already fetching
@@ -732,7 +737,7 @@ pub(crate) fn object_id(path: &str, version: &str, block_size: u64) -> u128 {
     key.extend_from_slice(version.as_bytes());
     key.push(0);
     key.extend_from_slice(&block_size.to_le_bytes());
-    xxh3_128(&key)
+    XxHash3_128::oneshot(&key)
 }
 
 enum Claim<'a> {
