@@ -45,8 +45,16 @@ struct Args {
     jobs: Option<usize>,
 }
 
+/// Whether a path or URI names an `.mcap` file (ignoring an S3 URI's query).
+fn names_mcap_file(path: &str) -> bool {
+    path.split('?')
+        .next()
+        .unwrap_or_default()
+        .ends_with(".mcap")
+}
+
 fn output_for(args: &Args, input: &str) -> String {
-    if args.inputs.len() == 1 && args.output.ends_with(".mcap") {
+    if args.inputs.len() == 1 && names_mcap_file(&args.output) {
         return args.output.clone();
     }
     let file = input
@@ -87,17 +95,10 @@ fn main() -> anyhow::Result<()> {
     }
     config.skip_unknown |= args.skip_unknown;
     config.skip_bad_frames |= args.skip_bad_frames;
-    if args.inputs.len() > 1
-        && args
-            .output
-            .split('?')
-            .next()
-            .unwrap_or_default()
-            .ends_with(".mcap")
-    {
+    if args.inputs.len() > 1 && names_mcap_file(&args.output) {
         bail!("several inputs need an output folder, not {}", args.output);
     }
-    let single_file = args.inputs.len() == 1 && args.output.ends_with(".mcap");
+    let single_file = args.inputs.len() == 1 && names_mcap_file(&args.output);
     if !(args.output.starts_with("s3://") || single_file) {
         std::fs::create_dir_all(&args.output)
             .with_context(|| format!("creating {}", args.output))?;
