@@ -181,17 +181,20 @@ fn main() {
             .num_threads(threads)
             .build()
             .expect("pool");
-        let started = Instant::now();
+        let (c0, started) = (cpu_seconds(), Instant::now());
         pool.install(|| {
             episodes.par_iter().for_each(|e| {
                 process_episode(&e.name, &e.name, &e.mcap, &config).expect("ingest");
             })
         });
         let wall = started.elapsed().as_secs_f64();
-        let rate = episodes.len() as f64 * seconds / wall;
+        let cpu = cpu_seconds() - c0;
+        let work = episodes.len() as f64 * seconds;
+        let rate = work / wall;
         println!(
-            "{threads} worker thread(s): {} episodes in {wall:.2} s -> {rate:.2} episode-s per wall-s",
-            episodes.len()
+            "{threads} worker thread(s): {} episodes in {wall:.2} s wall, {cpu:.2} s CPU -> {rate:.2} episode-s per wall-s, {:.2} per CPU-s",
+            episodes.len(),
+            work / cpu
         );
         rates.push(rate);
     }

@@ -661,6 +661,23 @@ impl Pipeline {
         Ok((summaries, missing))
     }
 
+    /// The landing keys among `keys` that were quarantined (one stat each; only episodes
+    /// without a canonical episode are asked about).
+    fn quarantined_of(&self, keys: &[String]) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for key in keys {
+            match self
+                .store()
+                .len_of(&format!("quarantine/{}.json", stem_of(key)))
+            {
+                Ok(_) => out.push(key.clone()),
+                Err(reel_io::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(out)
+    }
+
     fn label_key(enricher: &dyn Enricher, episode_id: &str) -> String {
         format!("labels/{}/{episode_id}.json", enricher.name())
     }
@@ -745,8 +762,9 @@ impl Pipeline {
             artifacts: Vec::new(),
             quarantined: Vec::new(),
         };
-        // Episodes without a canonical episode are covered too: there is nothing to label.
-        record.landing_keys.extend(missing);
+        // Quarantined episodes are covered too: there will never be anything to label.
+        // Episodes not ingested yet are not, so a later run labels them.
+        record.landing_keys.extend(self.quarantined_of(&missing)?);
         for (keys, status) in results {
             if status == EpisodeStatus::Done {
                 counts.done += 1;
@@ -822,7 +840,7 @@ impl Pipeline {
         counts.done = summaries.len();
         let mut landing_keys: Vec<String> =
             summaries.iter().map(|s| s.landing_key.clone()).collect();
-        landing_keys.extend(missing);
+        landing_keys.extend(self.quarantined_of(&missing)?);
         let record = CommitRecord {
             step: step.name().into(),
             batch: batch.key.clone(),

@@ -300,3 +300,39 @@ fn one_episode_trigger_runs_the_same_steps() {
     let part = report.warehouse_part.expect("part");
     assert_eq!(warehouse_ids(&f.store, &part), [f.ids[0].clone()]);
 }
+
+#[test]
+fn a_partial_run_leaves_later_steps_open_for_the_rest() {
+    let f = fixture(2);
+    let pipeline =
+        Pipeline::new(f.landing.clone(), f.store.clone(), config("1.0")).expect("pipeline");
+    let batch = BatchSpec {
+        key: "b0".into(),
+        landing_keys: f.keys.clone(),
+    };
+    // First only one episode (and the broken one, which is quarantined).
+    let first = RunOptions {
+        only: Some(BTreeSet::from([f.ids[0].clone(), "ep-broken".to_owned()])),
+        ..RunOptions::default()
+    };
+    let report = pipeline.run(&batch, &first, &|_| {}).expect("runs");
+    assert_eq!(report.steps[0].done, 1);
+    assert_eq!(report.steps[2].missing, 2);
+    let part = Pipeline::warehouse_part_key("b0", "1.0");
+    assert_eq!(warehouse_ids(&f.store, &part), [f.ids[0].clone()]);
+    // Then everything: no step counts as complete until the second episode is in.
+    let report = pipeline
+        .run(&batch, &RunOptions::default(), &|_| {})
+        .expect("runs");
+    assert!(report.steps.iter().all(|s| !s.skipped), "{report:?}");
+    assert_eq!(report.steps[0].done, 1);
+    assert_eq!(report.steps[0].reused, 1);
+    let mut want = f.ids.clone();
+    want.sort();
+    assert_eq!(warehouse_ids(&f.store, &part), want);
+    // And now all three steps are complete.
+    let report = pipeline
+        .run(&batch, &RunOptions::default(), &|_| {})
+        .expect("runs");
+    assert!(report.steps.iter().all(|s| s.skipped), "{report:?}");
+}
