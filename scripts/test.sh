@@ -12,9 +12,12 @@ export REEL_PYTHON=$REEL_CACHE/venv/bin/python
 export REEL_S3S_FS=$REEL_CACHE/tools/bin/s3s-fs
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
+# The CUDA backend must compile on machines without CUDA (it loads CUDA at run time).
+cargo check -p reel-muon --features cuda --all-targets
+cargo test --workspace --doc
+# Unit, integration and CLI tests last, so their summary closes the output.
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
 else
   cargo test --workspace --no-fail-fast --lib --bins --tests
 fi
-cargo test --workspace --doc
