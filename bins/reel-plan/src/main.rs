@@ -57,7 +57,15 @@ fn main() -> anyhow::Result<()> {
     if episodes.is_empty() {
         eprintln!("no episodes to plan ({listed} listed in {})", args.landing);
     }
-    let plan = make_plan(&args.landing, episodes, target);
+    // Workers may start elsewhere: record a local landing folder as an absolute path.
+    let landing_uri = match &args.landing {
+        uri if uri.starts_with("s3://") => uri.clone(),
+        path => std::path::absolute(path.strip_prefix("file://").unwrap_or(path))
+            .with_context(|| format!("resolving {path}"))?
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let plan = make_plan(&landing_uri, episodes, target);
     reel_io::write_file_atomic(std::path::Path::new(&args.output), &plan.to_json())
         .with_context(|| format!("writing {}", args.output))?;
     let sizes: Vec<u64> = plan.batches.iter().map(|b| b.bytes).collect();

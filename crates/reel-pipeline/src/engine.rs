@@ -544,8 +544,16 @@ impl Pipeline {
                         Outcome::Summary(Box::new(summary), EpisodeStatus::Reused)
                     }
                     None => {
-                        let landing = self.landing.read(landing_key)?;
-                        match process_episode(landing_key, id, &landing, &self.config) {
+                        // A planned episode that vanished from landing is bad input too.
+                        let processed = match self.landing.read(landing_key) {
+                            Ok(landing) => process_episode(landing_key, id, &landing, &self.config),
+                            Err(reel_io::Error::NotFound { name }) => Err(Error::Landing {
+                                name,
+                                reason: "listed in the plan but not in the landing store".into(),
+                            }),
+                            Err(e) => return Err(e.into()),
+                        };
+                        match processed {
                             Ok(processed) => {
                                 self.store().write_atomic(
                                     &processed.summary.canonical_key,
@@ -909,4 +917,62 @@ pub fn current_landing_keys(store: &Store, pipeline_version: &str) -> Result<BTr
         .filter(|e| e.pipeline_version == pipeline_version)
         .map(|e| e.landing_key)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_parse_partially_and_reject_bad_values() {
+        let config = PipelineConfig::from_json(
+            "ingest.json",
+            r#"{"pipeline_version": "2.1", "resample": {"state_hz": 100}, "qc": {"min_frozen_s": 2}}"#,
+        )
+        .expect("parses");
+        assert_eq!(config.resample.state_hz, 100.0);
+        assert_eq!(config.resample.camera_hz, 30.0);
+        assert_eq!(config.qc.min_frozen_s, 2.0);
+        assert_ne!(config.digest(), PipelineConfig::default().digest());
+        for bad in [
+            r#"{"resample": {"state_hz": 0}}"#,
+            r#"{"qc": {"choppy_ratio": 3}}"#,
+            r#"{"encode": {"gop": 0}}"#,
+            r#"{"pipeline_version": "../x"}"#,
+            r#"{"resample": {"typo": 1}}"#,
+        ] {
+            let err = PipelineConfig::from_json("ingest.json", bad).expect_err(bad);
+            assert!(
+                matches!(err, Error::Config(_) | Error::Json { .. }),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn steps_declare_a_dag_that_profiles_respect() {
+        for step in Step::ALL {
+            assert!(!step.outputs().is_empty() && !step.inputs().is_empty());
+            let position = |s: Step| Step::ALL.iter().position(|x| *x == s);
+            for dep in step.depends_on() {
+                assert!(
+                    position(*dep) < position(step),
+                    "{step:?} runs before {dep:?}"
+                );
+            }
+        }
+        assert_eq!(
+            Profile::from_name("metadata").map(Profile::steps),
+            Some(&[Step::Index][..])
+        );
+        assert_eq!(
+            Profile::from_name("relabel").map(Profile::steps),
+            Some(&[Step::Enrich][..])
+        );
+        assert_eq!(
+            Profile::from_name("full").map(Profile::steps),
+            Some(&Step::ALL[..])
+        );
+        assert!(Profile::from_name("fast").is_none());
+    }
 }

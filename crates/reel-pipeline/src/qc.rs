@@ -568,3 +568,86 @@ fn check_hand(signal: &reel_mcap::LandingSignal, report: &mut QcReport) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reel_mcap::{LandingSignal, Sample};
+
+    fn joints(hz: f64, seconds: f64) -> LandingSignal {
+        let period = (1e9 / hz) as u64;
+        LandingSignal {
+            topic: "/joint_states".into(),
+            schema: "sensor_msgs/msg/JointState".into(),
+            kind: SignalKind::State,
+            fields: vec!["j.position".into()],
+            samples: (0..(hz * seconds) as u64)
+                .map(|i| Sample {
+                    log_time: i * period,
+                    publish_time: i * period,
+                    stamp_ns: i * period,
+                    values: vec![(i as f64 * 0.01).sin()],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_slow_stream_falls_short_and_a_full_rate_one_does_not() {
+        let rates = ResampleConfig::default();
+        let config = QcConfig::default();
+        let run = |hz| {
+            let episode = LandingEpisode {
+                signals: vec![joints(hz, 2.0)],
+                ..Default::default()
+            };
+            quality_check(&episode, &[], &rates, &config)
+        };
+        let slow = run(150.0);
+        assert_eq!(slow.findings.len(), 1, "{:?}", slow.findings);
+        assert_eq!(slow.findings[0].kind, CheckKind::RateShortfall);
+        assert!((slow.metrics.rates_hz["/joint_states"] - 150.0).abs() < 1.0);
+        let full = run(200.0);
+        assert!(full.findings.is_empty(), "{:?}", full.findings);
+        assert!(full.summary().pass());
+    }
+
+    #[test]
+    fn frozen_runs_need_the_minimum_length_and_black_repeats_are_not_frozen() {
+        let frame = |i: u64, black: bool, mse: f32| FrameStat {
+            log_time: i * 33_333_333,
+            decoded: true,
+            mean_luma: if black { 3.0 } else { 120.0 },
+            black_ratio: if black { 1.0 } else { 0.0 },
+            mse_to_previous: Some(mse),
+        };
+        // 0.5 s frozen (too short), then 1.5 s black and identical, then 1.2 s frozen.
+        let mut stats: Vec<FrameStat> = (0..15).map(|i| frame(i, false, 0.0)).collect();
+        stats.extend((15..60).map(|i| frame(i, true, 0.0)));
+        stats.extend((60..62).map(|i| frame(i, false, 300.0)));
+        stats.extend((62..98).map(|i| frame(i, false, 0.0)));
+        stats.extend((98..110).map(|i| frame(i, false, 250.0)));
+        let mut report = QcReport::default();
+        check_cameras(
+            &[CameraStats {
+                topic: "/cam",
+                stats: &stats,
+            }],
+            &QcConfig::default(),
+            &mut report,
+        );
+        let kinds: Vec<(CheckKind, u64, u64)> = report
+            .findings
+            .iter()
+            .map(|f| (f.kind, f.start_ns / 33_333_333, f.end_ns / 33_333_333))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (CheckKind::CameraBlackout, 15, 59),
+                (CheckKind::FrozenFrames, 62, 97)
+            ]
+        );
+        assert!((report.metrics.dark_frame_ratio - 45.0 / 110.0).abs() < 1e-9);
+    }
+}

@@ -41,6 +41,7 @@ fn fixture(episodes: u64) -> Fixture {
         ids.push(written.report.episode_id.clone());
         keys.push(format!("{}.mcap", written.report.episode_id));
     }
+    std::fs::create_dir_all(&landing_dir).expect("landing dir");
     // A landing file that is not an MCAP at all.
     std::fs::write(
         landing_dir.join("ep-broken.mcap"),
@@ -335,4 +336,30 @@ fn a_partial_run_leaves_later_steps_open_for_the_rest() {
         .run(&batch, &RunOptions::default(), &|_| {})
         .expect("runs");
     assert!(report.steps.iter().all(|s| s.skipped), "{report:?}");
+}
+
+#[test]
+fn a_planned_episode_missing_from_landing_is_quarantined() {
+    let f = fixture(0);
+    let pipeline =
+        Pipeline::new(f.landing.clone(), f.store.clone(), config("1.0")).expect("pipeline");
+    let report = pipeline
+        .run(
+            &BatchSpec::single("ep-gone.mcap"),
+            &RunOptions::default(),
+            &|_| {},
+        )
+        .expect("runs");
+    assert_eq!(report.quarantined.len(), 1);
+    assert!(
+        report.quarantined[0].reason.contains("ep-gone.mcap"),
+        "{:?}",
+        report.quarantined
+    );
+    assert!(
+        report.quarantined[0]
+            .reason
+            .contains("not in the landing store")
+    );
+    assert!(report.warehouse_part.is_none());
 }
