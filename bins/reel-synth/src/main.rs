@@ -141,9 +141,14 @@ fn main() -> anyhow::Result<()> {
             progress.inc(1);
             match result {
                 Ok((line, written)) => {
-                    summary.lock().unwrap_or_else(|e| e.into_inner()).add(&written.report);
+                    summary
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .add(&written.report);
                     let mut out = stdout.lock().unwrap_or_else(|e| e.into_inner());
-                    writeln!(out, "{line}").err().map(|e| format!("episode {index}: stdout: {e}"))
+                    writeln!(out, "{line}")
+                        .err()
+                        .map(|e| format!("episode {index}: stdout: {e}"))
                 }
                 Err(e) => Some(format!("episode {index}: {e:#}")),
             }
@@ -186,13 +191,26 @@ impl Summary {
 
     fn print(&self, out: &std::path::Path, cameras: usize) {
         let row = |name: String, value: String| eprintln!("  {name:<52} {value:>10}");
-        eprintln!("reel-synth: wrote {} episodes to {}", self.episodes, out.display());
-        row("episode-hours".into(), format!("{:.3}", self.seconds / 3600.0));
-        row("MB on disk".into(), format!("{:.1}", self.bytes as f64 / 1e6));
+        eprintln!(
+            "reel-synth: wrote {} episodes to {}",
+            self.episodes,
+            out.display()
+        );
+        row(
+            "episode-hours".into(),
+            format!("{:.3}", self.seconds / 3600.0),
+        );
+        row(
+            "MB on disk".into(),
+            format!("{:.1}", self.bytes as f64 / 1e6),
+        );
         let camera_minutes = self.seconds / 60.0 * cameras as f64;
         if camera_minutes > 0.0 {
             let per_minute = self.bytes as f64 / 1e6 / camera_minutes;
-            row("MB per camera-minute (JPEG landing)".into(), format!("{per_minute:.1}"));
+            row(
+                "MB per camera-minute (JPEG landing)".into(),
+                format!("{per_minute:.1}"),
+            );
         }
         for (topic, n) in &self.messages {
             row(format!("messages {topic}"), n.to_string());

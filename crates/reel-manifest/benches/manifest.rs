@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 use reel_manifest::{Manifest, ManifestMeta, ManifestRow, ManifestWriter, SamplingRule};
 
 fn bench_dir() -> PathBuf {
-    std::env::var_os("REEL_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/reel/bench")
-    })
+    std::env::var_os("REEL_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/reel/bench")
+        })
 }
 
 fn build(path: &Path, rows: u64) {
@@ -23,7 +25,11 @@ fn build(path: &Path, rows: u64) {
         return;
     }
     let started = Instant::now();
-    let meta = ManifestMeta::new("SELECT * FROM episodes WHERE success", "bench", SamplingRule::at_hz(10.0, 1.0, 1.0));
+    let meta = ManifestMeta::new(
+        "SELECT * FROM episodes WHERE success",
+        "bench",
+        SamplingRule::at_hz(10.0, 1.0, 1.0),
+    );
     let mut writer = ManifestWriter::create(path, &meta).expect("creates");
     let mut id = String::new();
     let mut uri = String::new();
@@ -49,7 +55,11 @@ fn build(path: &Path, rows: u64) {
             .expect("pushes");
     }
     writer.finish().expect("finishes");
-    eprintln!("built {} ({rows} rows) in {:.1} s", path.display(), started.elapsed().as_secs_f64());
+    eprintln!(
+        "built {} ({rows} rows) in {:.1} s",
+        path.display(),
+        started.elapsed().as_secs_f64()
+    );
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -75,7 +85,9 @@ fn touch_all(m: &Manifest) -> u64 {
 fn full_read(path: &Path) -> usize {
     let file = std::fs::File::open(path).expect("opens");
     let reader = arrow_ipc::reader::FileReader::try_new_buffered(file, None).expect("reader");
-    reader.map(|b| b.expect("batch").get_array_memory_size()).sum()
+    reader
+        .map(|b| b.expect("batch").get_array_memory_size())
+        .sum()
 }
 
 fn memory_kb(pid: u32) -> (u64, u64) {
@@ -107,7 +119,9 @@ fn eight_readers(path: &Path, mode: &str) -> (u64, u64) {
     for child in &mut children {
         use std::io::BufRead;
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("ready line");
+        std::io::BufReader::new(child.stdout.as_mut().expect("stdout"))
+            .read_line(&mut line)
+            .expect("ready line");
     }
     let (mut rss, mut pss) = (0, 0);
     for child in &children {
@@ -140,7 +154,10 @@ fn child(mode: &str, path: &str) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     if args.first().map(String::as_str) == Some("--child") {
         return child(&args[1], &args[2]);
     }
@@ -151,7 +168,9 @@ fn main() {
     };
     let dir = bench_dir();
     std::fs::create_dir_all(&dir).expect("bench dir");
-    println!("| rows | file MB | open (median of 20) | full deserialize | 8 readers: sum RSS / sum PSS (mmap) | 8 readers: sum PSS (full read) | sample() lookups/s |");
+    println!(
+        "| rows | file MB | open (median of 20) | full deserialize | 8 readers: sum RSS / sum PSS (mmap) | 8 readers: sum PSS (full read) | sample() lookups/s |"
+    );
     println!("|---|---|---|---|---|---|---|");
     for rows in sizes {
         let path = dir.join(format!("manifest-{rows}.arrow"));

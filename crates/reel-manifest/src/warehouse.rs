@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder, UInt32Builder,
-    UInt64Builder,
+    BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
+    UInt32Builder, UInt64Builder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -66,7 +66,12 @@ impl QcSummary {
             (self.timestamp_gap, "timestamp_gap"),
             (self.rate_shortfall, "rate_shortfall"),
         ];
-        named.iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect::<Vec<_>>().join(",")
+        named
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| *n)
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -98,7 +103,9 @@ pub struct WarehouseRow<'a> {
 /// A stable 64-bit key of an episode id (FNV-1a): grouping on it is much
 /// cheaper than on the string when the warehouse deduplicates versions.
 pub fn episode_key(episode_id: &str) -> u64 {
-    episode_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    episode_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The warehouse's Arrow schema.
@@ -118,7 +125,11 @@ pub fn warehouse_schema() -> SchemaRef {
         utf8("task"),
         utf8("operator"),
         boolean("success"),
-        Field::new("recorded_at", DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())), false),
+        Field::new(
+            "recorded_at",
+            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+            false,
+        ),
         i64f("start_ns"),
         i64f("end_ns"),
         float("duration_s"),
@@ -198,14 +209,16 @@ impl WarehouseBatch {
         self.pipeline_version.append_value(row.pipeline_version);
         self.schema_version.append_value(WAREHOUSE_SCHEMA_VERSION);
         self.robot_id.append_value(row.robot_id);
-        self.robot_software_version.append_value(row.robot_software_version);
+        self.robot_software_version
+            .append_value(row.robot_software_version);
         self.task.append_value(row.task);
         self.operator.append_value(row.operator);
         self.success.append_value(row.success);
         self.recorded_at.append_value(row.recorded_at_ns);
         self.start_ns.append_value(row.start_ns);
         self.end_ns.append_value(row.end_ns);
-        self.duration_s.append_value((row.end_ns - row.start_ns) as f64 / 1e9);
+        self.duration_s
+            .append_value((row.end_ns - row.start_ns) as f64 / 1e9);
         self.cameras.append_value(row.cameras);
         self.camera_frames.append_value(row.camera_frames);
         self.state_steps.append_value(row.state_steps);
@@ -260,7 +273,11 @@ impl WarehouseBatch {
             Arc::new(self.qc_pass.finish()),
             Arc::new(self.qc_flags.finish()),
         ];
-        arrays.extend(self.qc_bools.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+        arrays.extend(
+            self.qc_bools
+                .iter_mut()
+                .map(|b| Arc::new(b.finish()) as ArrayRef),
+        );
         arrays.push(Arc::new(self.qc_dark.finish()));
         arrays.push(Arc::new(self.qc_frozen.finish()));
         arrays.push(Arc::new(self.qc_step.finish()));
@@ -299,8 +316,17 @@ mod tests {
     #[test]
     fn rows_encode_to_parquet() {
         let mut batch = WarehouseBatch::new();
-        let qc = QcSummary { frozen_frames: true, choppy_joints: true, ..Default::default() };
-        batch.push(&WarehouseRow { episode_id: "ep-1", end_ns: 2_000_000_000, qc, ..Default::default() });
+        let qc = QcSummary {
+            frozen_frames: true,
+            choppy_joints: true,
+            ..Default::default()
+        };
+        batch.push(&WarehouseRow {
+            episode_id: "ep-1",
+            end_ns: 2_000_000_000,
+            qc,
+            ..Default::default()
+        });
         let rb = batch.finish().expect("batch");
         assert_eq!(rb.num_rows(), 1);
         assert!(batch.is_empty());

@@ -612,10 +612,13 @@ pub fn generate_episode_to<W: Write + Seek>(
         start_ns: ticks.first().map_or(meta.start_ns, |t| t.log_time),
         end_ns: ticks.last().map_or(meta.start_ns, |t| t.log_time),
         counts,
-        faults: fault_log.faults.iter().fold(BTreeMap::new(), |mut by_kind, f| {
-            *by_kind.entry(f.kind).or_default() += 1;
-            by_kind
-        }),
+        faults: fault_log
+            .faults
+            .iter()
+            .fold(BTreeMap::new(), |mut by_kind, f| {
+                *by_kind.entry(f.kind).or_default() += 1;
+                by_kind
+            }),
         meta,
     };
     Ok((fault_log, report))
