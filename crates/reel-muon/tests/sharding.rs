@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{gaussian, run_ranks, tiny_transformer};
+use common::{run_ranks, tiny_transformer};
 use reel_muon::cost::{Gpu, predict};
 use reel_muon::{
     AdamWConfig, Communicator, Group, Muon, MuonConfig, ParamSpec, ShardedMuon, Strategy, Topology,
@@ -13,33 +13,16 @@ use reel_muon::{
 const STEPS: u64 = 3;
 
 fn config() -> (MuonConfig, AdamWConfig) {
-    (
-        MuonConfig {
-            lr: 0.02,
-            ..MuonConfig::default()
-        },
-        AdamWConfig {
-            lr: 3e-3,
-            ..AdamWConfig::default()
-        },
-    )
+    common::test_config()
 }
 
 fn initial_params(specs: &[ParamSpec]) -> Vec<Vec<f32>> {
-    specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| gaussian(1, s.numel(), 1000 + i as u64))
-        .collect()
+    common::seeded_tensors(specs, 1000)
 }
 
 /// The reduced gradients of step `step`, the same on every rank.
 fn grads(specs: &[ParamSpec], step: u64) -> Vec<Vec<f32>> {
-    specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| gaussian(1, s.numel(), 7919 * step + i as u64))
-        .collect()
+    common::seeded_tensors(specs, 7919 * step)
 }
 
 fn single_reference(specs: &[ParamSpec]) -> Vec<Vec<f32>> {

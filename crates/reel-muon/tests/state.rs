@@ -2,39 +2,22 @@
 
 mod common;
 
-use common::{gaussian, run_ranks, tiny_transformer};
+use common::{run_ranks, tiny_transformer};
 use reel_muon::state::{OptimizerState, load_sharded};
 use reel_muon::{
     AdamWConfig, Muon, MuonConfig, MuonError, ParamSpec, ShardedMuon, Strategy, Topology,
 };
 
 fn config() -> (MuonConfig, AdamWConfig) {
-    (
-        MuonConfig {
-            lr: 0.02,
-            ..MuonConfig::default()
-        },
-        AdamWConfig {
-            lr: 3e-3,
-            ..AdamWConfig::default()
-        },
-    )
+    common::test_config()
 }
 
 fn initial_params(specs: &[ParamSpec]) -> Vec<Vec<f32>> {
-    specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| gaussian(1, s.numel(), 500 + i as u64))
-        .collect()
+    common::seeded_tensors(specs, 500)
 }
 
 fn grads(specs: &[ParamSpec], step: u64) -> Vec<Vec<f32>> {
-    specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| gaussian(1, s.numel(), 104_729 * step + i as u64))
-        .collect()
+    common::seeded_tensors(specs, 104_729 * step)
 }
 
 #[test]

@@ -53,18 +53,7 @@ pub fn decode_landing(name: &str, fallback_id: &str, bytes: &[u8]) -> Result<Lan
             "no camera frames or numeric samples Reel can read".into(),
         ));
     }
-    let first_log_time = episode
-        .cameras
-        .iter()
-        .filter_map(|c| c.frames.first().map(|f| f.log_time))
-        .chain(
-            episode
-                .signals
-                .iter()
-                .filter_map(|s| s.samples.first().map(|s| s.log_time)),
-        )
-        .min()
-        .unwrap_or(0);
+    let first_log_time = crate::resample::episode_origin(&episode);
     let empty = Default::default();
     let meta = episode.metadata.get("episode").unwrap_or(&empty);
     let text = |key: &str| meta.get(key).cloned().unwrap_or_default();

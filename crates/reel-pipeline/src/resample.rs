@@ -174,9 +174,9 @@ fn gap_bound(median: u64, config: &ResampleConfig) -> u64 {
     (median as f64 * config.max_gap_periods) as u64
 }
 
-/// Resamples every stream of `episode` onto the episode's grid.
-pub fn resample(episode: &LandingEpisode, config: &ResampleConfig) -> Resampled {
-    let origin = episode
+/// The episode's time origin: the earliest first log time of any stream.
+pub fn episode_origin(episode: &LandingEpisode) -> u64 {
+    episode
         .cameras
         .iter()
         .filter_map(|c| c.frames.first().map(|f| f.log_time))
@@ -187,7 +187,12 @@ pub fn resample(episode: &LandingEpisode, config: &ResampleConfig) -> Resampled 
                 .filter_map(|s| s.samples.first().map(|s| s.log_time)),
         )
         .min()
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// Resamples every stream of `episode` onto the episode's grid.
+pub fn resample(episode: &LandingEpisode, config: &ResampleConfig) -> Resampled {
+    let origin = episode_origin(episode);
     let signals = episode
         .signals
         .iter()

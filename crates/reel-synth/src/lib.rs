@@ -508,8 +508,7 @@ pub fn generate_episode_to<W: Write + Seek>(
                 }
             }
             Stream::Joints => {
-                let (position, velocity, effort) =
-                    joint_sample(&motion, tick, rng, &mut faults, &names);
+                let (position, velocity, effort) = joint_sample(&motion, tick, rng, &mut faults);
                 joint_payload(
                     config.flavor,
                     tick.log_time,
@@ -718,7 +717,6 @@ fn joint_sample(
     tick: &Tick,
     rng: &mut ChaCha8Rng,
     faults: &mut [ActiveFault],
-    _names: &[String],
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let mut sample_time = tick.t;
     let mut extra_noise = 0.0;

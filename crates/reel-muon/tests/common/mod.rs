@@ -91,3 +91,26 @@ pub fn run_ranks<T: Send>(
             .collect()
     })
 }
+
+/// The optimizer settings the sharding and state tests share.
+pub fn test_config() -> (reel_muon::MuonConfig, reel_muon::AdamWConfig) {
+    (
+        reel_muon::MuonConfig {
+            lr: 0.02,
+            ..reel_muon::MuonConfig::default()
+        },
+        reel_muon::AdamWConfig {
+            lr: 3e-3,
+            ..reel_muon::AdamWConfig::default()
+        },
+    )
+}
+
+/// One Gaussian tensor per parameter, seeded `seed + i`.
+pub fn seeded_tensors(specs: &[ParamSpec], seed: u64) -> Vec<Vec<f32>> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| gaussian(1, s.numel(), seed + i as u64))
+        .collect()
+}
