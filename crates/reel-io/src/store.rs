@@ -192,8 +192,17 @@ impl Store {
 
     /// Keys of the objects directly under `prefix` (a folder, `""` for the root), sorted.
     pub fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.list_files(prefix, false)
+    }
+
+    /// Every object key under `prefix`, at any depth (partitioned datasets), sorted.
+    pub fn list_recursive(&self, prefix: &str) -> Result<Vec<String>> {
+        self.list_files(prefix, true)
+    }
+
+    fn list_files(&self, prefix: &str, recursive: bool) -> Result<Vec<String>> {
         let entries = self
-            .block_on(self.inner.op.list(prefix))
+            .block_on(self.inner.op.list_with(prefix).recursive(recursive))
             .map_err(|e| self.store_err(prefix, e))?;
         let mut keys: Vec<String> = entries
             .into_iter()

@@ -1,0 +1,102 @@
+//! `reel-curate`: one SQL query over the episode warehouse, written as a
+//! memory-mapped Arrow training manifest. Prints one JSON line (rows,
+//! samples, snapshot, seconds) on stdout.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Parser;
+use reel_curate::{Warehouse, curate_to_manifest};
+use reel_manifest::SamplingRule;
+
+/// Curate a training set: SELECT … FROM episodes WHERE … → manifest.arrow.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// The warehouse: a local folder or s3://bucket/prefix?endpoint=….
+    #[arg(long)]
+    warehouse: String,
+    /// The query; the table is `episodes` (latest ingestion of each episode).
+    #[arg(
+        long,
+        conflicts_with = "sql_file",
+        required_unless_present = "sql_file"
+    )]
+    sql: Option<String>,
+    /// Read the query from a file.
+    #[arg(long)]
+    sql_file: Option<PathBuf>,
+    /// The manifest to write (atomically).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Anchor rate of training samples, Hz.
+    #[arg(long, default_value_t = 10.0)]
+    anchor_hz: f64,
+    /// History each sample needs before its anchor, seconds.
+    #[arg(long, default_value_t = 1.0)]
+    before: f64,
+    /// Future each sample needs after its anchor, seconds.
+    #[arg(long, default_value_t = 1.0)]
+    after: f64,
+    /// Also upload the manifest to this store key (e.g. manifests/run-1.arrow).
+    #[arg(long)]
+    upload: Option<String>,
+    /// Store for --upload (default: the warehouse's store).
+    #[arg(long)]
+    store: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let sql = match (&args.sql, &args.sql_file) {
+        (Some(sql), _) => sql.clone(),
+        (None, Some(file)) => {
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+        }
+        (None, None) => anyhow::bail!("give --sql or --sql-file"),
+    };
+    anyhow::ensure!(
+        args.anchor_hz > 0.0 && args.anchor_hz.is_finite(),
+        "--anchor-hz must be positive"
+    );
+    anyhow::ensure!(
+        args.before >= 0.0 && args.after >= 0.0,
+        "--before and --after must not be negative"
+    );
+    let started = Instant::now();
+    let warehouse = Warehouse::open(&args.warehouse)?;
+    eprintln!(
+        "reel-curate: {} warehouse files, snapshot {}",
+        warehouse.files().len(),
+        warehouse.snapshot_id()
+    );
+    let rule = SamplingRule::at_hz(args.anchor_hz, args.before, args.after);
+    let summary = curate_to_manifest(&warehouse, &sql, rule, &args.output)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if let Some(key) = &args.upload {
+        let store = reel_io::Store::open(args.store.as_deref().unwrap_or(&args.warehouse))?;
+        let bytes = std::fs::read(&args.output)
+            .with_context(|| format!("reading {}", args.output.display()))?;
+        store.write_atomic(key, bytes)?;
+        eprintln!("reel-curate: uploaded to {}/{key}", store.uri());
+    }
+    eprintln!(
+        "reel-curate: {} episodes, {} samples at {} Hz → {} in {seconds:.2} s",
+        summary.rows,
+        summary.samples,
+        args.anchor_hz,
+        args.output.display()
+    );
+    println!(
+        "{}",
+        serde_json::json!({
+            "manifest": args.output,
+            "rows": summary.rows,
+            "samples": summary.samples,
+            "snapshot": summary.snapshot,
+            "seconds": seconds,
+        })
+    );
+    Ok(())
+}

@@ -1,0 +1,442 @@
+//! Curation: one SQL query over the episode warehouse, written as a training
+//! manifest.
+//!
+//! The warehouse (`episodes/**/*.parquet` in a store, written by ingest) is
+//! registered with Polars' SQL engine as the table `episodes`, deduplicated
+//! so that a query sees the latest ingestion of each episode. The query's
+//! rows become a memory-mapped Arrow manifest (`reel-manifest`). This is the
+//! only Reel crate that links polars; nothing on the loading path depends on
+//! it.
+//!
+//! ```no_run
+//! use reel_curate::{Warehouse, curate_to_manifest};
+//! use reel_manifest::SamplingRule;
+//!
+//! let warehouse = Warehouse::open("/data/warehouse")?;
+//! let summary = curate_to_manifest(
+//!     &warehouse,
+//!     "SELECT * FROM episodes WHERE task = 'fold_towel' AND success AND qc_pass",
+//!     SamplingRule::at_hz(10.0, 1.0, 1.0),
+//!     "manifest.arrow".as_ref(),
+//! )?;
+//! println!("{} episodes, {} samples", summary.rows, summary.samples);
+//! # Ok::<(), reel_curate::CurateError>(())
+//! ```
+
+use std::path::Path;
+
+use polars::prelude::*;
+use polars::sql::SQLContext;
+use reel_io::Store;
+use reel_manifest::warehouse::EPISODES_PREFIX;
+use reel_manifest::{ManifestMeta, ManifestRow, ManifestWriter, SamplingRule};
+
+/// Errors of curation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CurateError {
+    #[error("warehouse {uri}: {source}")]
+    Store {
+        uri: String,
+        #[source]
+        source: reel_io::Error,
+    },
+    #[error("warehouse {uri} has no episode files under {EPISODES_PREFIX}")]
+    EmptyWarehouse { uri: String },
+    #[error("query failed: {0}")]
+    Query(#[source] PolarsError),
+    #[error(
+        "the query's result lacks column {column:?}, which the manifest needs (select it, or SELECT *)"
+    )]
+    MissingColumn { column: &'static str },
+    #[error("the query's result has column {column:?} of an unusable type: {source}")]
+    ColumnType {
+        column: &'static str,
+        #[source]
+        source: PolarsError,
+    },
+    #[error("row {row}: {column} is null")]
+    Null { row: usize, column: &'static str },
+    #[error(transparent)]
+    Manifest(#[from] reel_manifest::ManifestError),
+}
+
+/// A warehouse: the `episodes` Parquet files of a store, as of one moment.
+#[derive(Debug, Clone)]
+pub struct Warehouse {
+    store: Store,
+    /// Object keys and sizes, sorted: what this snapshot contains.
+    files: Vec<(String, u64)>,
+}
+
+impl Warehouse {
+    /// Lists the warehouse's episode files (a local folder or `s3://…`).
+    pub fn open(uri: &str) -> Result<Self, CurateError> {
+        let err = |source| CurateError::Store {
+            uri: uri.to_string(),
+            source,
+        };
+        Self::from_store(Store::open(uri).map_err(err)?)
+    }
+
+    /// Lists the warehouse's episode files in an already opened store.
+    pub fn from_store(store: Store) -> Result<Self, CurateError> {
+        let uri = store.uri().to_string();
+        let err = |source| CurateError::Store {
+            uri: uri.clone(),
+            source,
+        };
+        let mut files = Vec::new();
+        for key in store.list_recursive(EPISODES_PREFIX).map_err(err)? {
+            if key.ends_with(".parquet") {
+                let size = store.len_of(&key).map_err(err)?;
+                files.push((key, size));
+            }
+        }
+        files.sort();
+        if files.is_empty() {
+            return Err(CurateError::EmptyWarehouse { uri });
+        }
+        Ok(Self { store, files })
+    }
+
+    /// Episode files in this snapshot.
+    pub fn files(&self) -> &[(String, u64)] {
+        &self.files
+    }
+
+    /// An id for exactly this set of files: appending a file changes it.
+    pub fn snapshot_id(&self) -> String {
+        // FNV-1a over names and sizes: stable across runs and platforms.
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for (key, size) in &self.files {
+            for b in key.bytes().chain(size.to_le_bytes()) {
+                h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        format!("wh-{h:016x}-{}", self.files.len())
+    }
+
+    /// Every row of every file, before deduplication.
+    pub fn scan_all(&self) -> Result<LazyFrame, CurateError> {
+        // Every column lives in the files; partition folders only spread them
+        // out. Hive parsing stays off so local and remote scans see one schema.
+        let args = ScanArgsParquet {
+            hive_options: HiveOptions {
+                enabled: Some(false),
+                ..HiveOptions::default()
+            },
+            ..ScanArgsParquet::default()
+        };
+        let sources = match self.store.local_root() {
+            // Local: let Polars map the files and push projections down.
+            Some(root) => ScanSources::Paths(
+                self.files
+                    .iter()
+                    .map(|(key, _)| PlRefPath::new(root.join(key).to_string_lossy().as_ref()))
+                    .collect(),
+            ),
+            // Remote: fetch through opendal (one code path for every store).
+            None => {
+                let mut buffers = Vec::with_capacity(self.files.len());
+                for (key, _) in &self.files {
+                    let bytes = self.store.read(key).map_err(|source| CurateError::Store {
+                        uri: self.store.uri().to_string(),
+                        source,
+                    })?;
+                    buffers.push(polars_buffer_from(bytes.to_vec()));
+                }
+                ScanSources::Buffers(buffers.into())
+            }
+        };
+        LazyFrame::scan_parquet_sources(sources, args).map_err(CurateError::Query)
+    }
+
+    /// The `episodes` table: the latest ingestion of each episode.
+    pub fn episodes(&self) -> Result<LazyFrame, CurateError> {
+        let latest = col("ingested_at_ns")
+            .max()
+            .over([col("episode_key"), col("episode_id")])
+            .map_err(CurateError::Query)?;
+        Ok(self.scan_all()?.filter(col("ingested_at_ns").eq(latest)))
+    }
+
+    /// Plans `sql` (which reads the table `episodes`) without running it.
+    pub fn query_lazy(&self, sql: &str) -> Result<LazyFrame, CurateError> {
+        let mut context = SQLContext::new();
+        context.register("episodes", self.episodes()?);
+        context.execute(sql).map_err(CurateError::Query)
+    }
+
+    /// Runs `sql` (which reads the table `episodes`) and returns its rows.
+    pub fn query(&self, sql: &str) -> Result<DataFrame, CurateError> {
+        self.query_lazy(sql)?.collect().map_err(CurateError::Query)
+    }
+}
+
+fn polars_buffer_from(bytes: Vec<u8>) -> polars_buffer::Buffer<u8> {
+    polars_buffer::Buffer::from(bytes)
+}
+
+/// What a curation wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurationSummary {
+    pub rows: usize,
+    pub samples: u64,
+    pub snapshot: String,
+}
+
+/// Columns the manifest takes from the query's result.
+const NEEDED: [&str; 8] = [
+    "episode_id",
+    "uri",
+    "start_ns",
+    "end_ns",
+    "bytes",
+    "camera_frames",
+    "state_steps",
+    "action_steps",
+];
+
+/// Runs `sql` over `warehouse` and writes the result as a manifest at
+/// `output` (atomically), with the query, snapshot id and sampling rule in
+/// its metadata.
+pub fn curate_to_manifest(
+    warehouse: &Warehouse,
+    sql: &str,
+    sampling: SamplingRule,
+    output: &Path,
+) -> Result<CurationSummary, CurateError> {
+    // Keep only what the manifest needs, so the scan reads only those columns.
+    let mut lf = warehouse.query_lazy(sql)?;
+    let schema = lf.collect_schema().map_err(CurateError::Query)?;
+    if let Some(column) = NEEDED.into_iter().find(|c| schema.get(c).is_none()) {
+        return Err(CurateError::MissingColumn { column });
+    }
+    let df = lf
+        .select(NEEDED.map(col))
+        .collect()
+        .map_err(CurateError::Query)?;
+    let snapshot = warehouse.snapshot_id();
+    let meta = ManifestMeta::new(sql, snapshot.clone(), sampling);
+    let (rows, samples) = write_frame(&df, &meta, output)?;
+    Ok(CurationSummary {
+        rows,
+        samples,
+        snapshot,
+    })
+}
+
+/// Writes a query result as a manifest.
+pub fn write_frame(
+    df: &DataFrame,
+    meta: &ManifestMeta,
+    output: &Path,
+) -> Result<(usize, u64), CurateError> {
+    for column in NEEDED {
+        if df.column(column).is_err() {
+            return Err(CurateError::MissingColumn { column });
+        }
+    }
+    let cast = |name: &'static str, dtype: &DataType| -> Result<Column, CurateError> {
+        df.column(name)
+            .and_then(|c| c.cast(dtype))
+            .map_err(|source| CurateError::ColumnType {
+                column: name,
+                source,
+            })
+    };
+    let ids = cast("episode_id", &DataType::String)?;
+    let uris = cast("uri", &DataType::String)?;
+    let starts = cast("start_ns", &DataType::Int64)?;
+    let ends = cast("end_ns", &DataType::Int64)?;
+    let bytes = cast("bytes", &DataType::UInt64)?;
+    let frames = cast("camera_frames", &DataType::UInt32)?;
+    let states = cast("state_steps", &DataType::UInt32)?;
+    let actions = cast("action_steps", &DataType::UInt32)?;
+    let (ids, uris) = (typed("episode_id", ids.str())?, typed("uri", uris.str())?);
+    let (starts, ends) = (
+        typed("start_ns", starts.i64())?,
+        typed("end_ns", ends.i64())?,
+    );
+    let bytes = typed("bytes", bytes.u64())?;
+    let (frames, states, actions) = (
+        typed("camera_frames", frames.u32())?,
+        typed("state_steps", states.u32())?,
+        typed("action_steps", actions.u32())?,
+    );
+
+    let mut writer = ManifestWriter::create(output, meta)?;
+    let rows = ids
+        .iter()
+        .zip(uris.iter())
+        .zip(starts.iter().zip(ends.iter()))
+        .zip(bytes.iter().zip(frames.iter()))
+        .zip(states.iter().zip(actions.iter()));
+    for (row, ((((id, uri), (start, end)), (bytes, frames)), (states, actions))) in rows.enumerate()
+    {
+        writer.push(&ManifestRow {
+            episode_id: need(id, row, "episode_id")?,
+            uri: need(uri, row, "uri")?,
+            start_ns: need(start, row, "start_ns")?,
+            end_ns: need(end, row, "end_ns")?,
+            bytes: need(bytes, row, "bytes")?,
+            camera_frames: need(frames, row, "camera_frames")?,
+            state_steps: need(states, row, "state_steps")?,
+            action_steps: need(actions, row, "action_steps")?,
+        })?;
+    }
+    Ok(writer.finish()?)
+}
+
+fn typed<T>(column: &'static str, result: PolarsResult<T>) -> Result<T, CurateError> {
+    result.map_err(|source| CurateError::ColumnType { column, source })
+}
+
+fn need<T>(value: Option<T>, row: usize, column: &'static str) -> Result<T, CurateError> {
+    value.ok_or(CurateError::Null { row, column })
+}
+
+pub mod synthetic {
+    //! Realistic generated warehouse rows, for tests and benchmarks at sizes
+    //! no ingest run here could produce (tens of millions of episodes).
+
+    use reel_manifest::warehouse::{QcSummary, WarehouseBatch, WarehouseRow, encode_parquet};
+
+    pub const ROBOTS: [&str; 8] = [
+        "aloha-01",
+        "aloha-02",
+        "aloha-03",
+        "franka-01",
+        "franka-02",
+        "ur5e-01",
+        "ur5e-02",
+        "g1-01",
+    ];
+    pub const TASKS: [&str; 8] = [
+        "pick_cube",
+        "fold_towel",
+        "open_drawer",
+        "stack_cups",
+        "wipe_table",
+        "insert_peg",
+        "pour_water",
+        "hang_mug",
+    ];
+    pub const OPERATORS: [&str; 6] = ["op-ada", "op-ben", "op-chen", "op-dia", "op-eli", "op-fay"];
+    pub const SOFTWARE: [&str; 5] = ["2.2.4", "2.3.0", "2.3.1", "2.4.0", "3.0.0"];
+    pub const PIPELINES: [&str; 3] = ["0.9.0", "1.0.0", "1.1.0"];
+
+    /// An owned warehouse row.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Row {
+        pub episode_id: String,
+        pub pipeline_version: &'static str,
+        pub robot_id: &'static str,
+        pub robot_software_version: &'static str,
+        pub task: &'static str,
+        pub operator: &'static str,
+        pub success: bool,
+        pub recorded_at_ns: i64,
+        pub start_ns: i64,
+        pub end_ns: i64,
+        pub bytes: u64,
+        pub qc: QcSummary,
+        pub uri: String,
+        pub ingested_at_ns: i64,
+    }
+
+    impl Row {
+        pub fn as_warehouse_row(&self) -> WarehouseRow<'_> {
+            let seconds = ((self.end_ns - self.start_ns) / 1_000_000_000) as u32;
+            WarehouseRow {
+                episode_id: &self.episode_id,
+                pipeline_version: self.pipeline_version,
+                robot_id: self.robot_id,
+                robot_software_version: self.robot_software_version,
+                task: self.task,
+                operator: self.operator,
+                success: self.success,
+                recorded_at_ns: self.recorded_at_ns,
+                start_ns: self.start_ns,
+                end_ns: self.end_ns,
+                cameras: 3,
+                camera_frames: seconds * 30,
+                state_steps: seconds * 200,
+                action_steps: seconds * 50,
+                hand_steps: seconds * 30,
+                bytes: self.bytes,
+                qc: self.qc,
+                uri: &self.uri,
+                ingested_at_ns: self.ingested_at_ns,
+            }
+        }
+    }
+
+    fn mix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Row `i` of a generated corpus (`version` 0 is the first ingestion;
+    /// higher versions re-ingest the same episode later with a newer pipeline).
+    pub fn row(seed: u64, i: u64, version: usize) -> Row {
+        let h = mix(seed ^ mix(i));
+        let pick = |shift: u32, n: usize| ((h >> shift) as usize) % n;
+        let recorded_at_ns =
+            1_735_689_600_000_000_000 + (h % (700 * 86_400)) as i64 * 1_000_000_000;
+        let seconds = 20 + (h >> 40) % 160;
+        let qc_bits = mix(h) ^ version as u64;
+        let qc = QcSummary {
+            camera_blackout: qc_bits % 50 == 0,
+            frozen_frames: (qc_bits >> 8) % 40 == 0,
+            corrupt_frames: (qc_bits >> 16) % 100 == 0,
+            choppy_joints: (qc_bits >> 24) % 30 == 0,
+            hand_dropout: (qc_bits >> 32) % 25 == 0,
+            timestamp_gap: (qc_bits >> 40) % 60 == 0,
+            rate_shortfall: (qc_bits >> 48) % 200 == 0,
+            dark_frame_ratio: ((qc_bits >> 4) % 1000) as f64 / 20_000.0,
+            frozen_frame_ratio: ((qc_bits >> 12) % 1000) as f64 / 50_000.0,
+            max_joint_step_rad: ((qc_bits >> 20) % 1000) as f64 / 2_000.0,
+        };
+        let episode_id = format!("ep-{:016x}", mix(seed.wrapping_add(i)));
+        Row {
+            uri: format!("canonical/{episode_id}.mcap"),
+            episode_id,
+            pipeline_version: PIPELINES[version.min(PIPELINES.len() - 1)],
+            robot_id: ROBOTS[pick(3, ROBOTS.len())],
+            robot_software_version: SOFTWARE[pick(9, SOFTWARE.len())],
+            task: TASKS[pick(15, TASKS.len())],
+            operator: OPERATORS[pick(21, OPERATORS.len())],
+            success: pick(27, 10) < 8,
+            recorded_at_ns,
+            start_ns: recorded_at_ns,
+            end_ns: recorded_at_ns + seconds as i64 * 1_000_000_000,
+            bytes: seconds * 3 * 900_000,
+            qc,
+            ingested_at_ns: recorded_at_ns + 86_400_000_000_000 * (1 + version as i64 * 30),
+        }
+    }
+
+    /// Rows `range` as one zstd Parquet file.
+    pub fn parquet_file(
+        seed: u64,
+        range: std::ops::Range<u64>,
+        version: usize,
+    ) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
+        let mut batch = WarehouseBatch::new();
+        let mut batches = Vec::new();
+        for i in range {
+            batch.push(&row(seed, i, version).as_warehouse_row());
+            if batch.len() == 1 << 18 {
+                batches.push(batch.finish()?);
+            }
+        }
+        if !batch.is_empty() {
+            batches.push(batch.finish()?);
+        }
+        Ok(encode_parquet(&batches)?)
+    }
+}

@@ -1,0 +1,285 @@
+//! SQL curation against generated warehouses: exact rows for each kind of
+//! filter, latest-version deduplication, manifests readable by pyarrow and
+//! polars, and the same result from an S3 warehouse.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use reel_curate::synthetic::{Row, parquet_file, row};
+use reel_curate::{CurateError, Warehouse, curate_to_manifest};
+use reel_manifest::{Manifest, SamplingRule};
+
+const SEED: u64 = 17;
+const EPISODES: u64 = 600;
+/// Episodes 0..200 are re-ingested by a newer pipeline in a second file.
+const REINGESTED: u64 = 200;
+
+fn build_warehouse(dir: &Path) -> Vec<Row> {
+    let episodes = dir.join("episodes/ingest_date=2026-11-01");
+    std::fs::create_dir_all(&episodes).expect("mkdir");
+    std::fs::write(
+        episodes.join("part-0000.parquet"),
+        parquet_file(SEED, 0..EPISODES, 1).expect("encodes"),
+    )
+    .expect("writes");
+    let later = dir.join("episodes/ingest_date=2026-11-20");
+    std::fs::create_dir_all(&later).expect("mkdir");
+    std::fs::write(
+        later.join("part-0000.parquet"),
+        parquet_file(SEED, 0..REINGESTED, 2).expect("encodes"),
+    )
+    .expect("writes");
+    // What a query must see: the latest ingestion of each episode.
+    (0..EPISODES)
+        .map(|i| row(SEED, i, if i < REINGESTED { 2 } else { 1 }))
+        .collect()
+}
+
+fn ids(rows: impl Iterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = rows.collect();
+    v.sort();
+    v
+}
+
+fn manifest_ids(path: &Path) -> Vec<String> {
+    let m = Manifest::open(path).expect("opens");
+    ids(m
+        .episodes()
+        .map(|e| e.episode_id().expect("utf-8").to_string()))
+}
+
+#[test]
+fn filters_return_exactly_the_expected_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let latest = build_warehouse(dir.path());
+    let warehouse = Warehouse::open(dir.path().to_str().expect("utf-8")).expect("opens");
+    assert_eq!(warehouse.files().len(), 2);
+    let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
+    let march = 1_740_787_200_000_000_000i64; // 2025-03-01T00:00:00Z
+    let cases: Vec<(&str, Box<dyn Fn(&Row) -> bool>)> = vec![
+        ("SELECT * FROM episodes", Box::new(|_| true)),
+        (
+            "SELECT * FROM episodes WHERE task = 'fold_towel'",
+            Box::new(|r| r.task == "fold_towel"),
+        ),
+        (
+            "SELECT * FROM episodes WHERE robot_id IN ('aloha-01', 'ur5e-02') AND success",
+            Box::new(|r| (r.robot_id == "aloha-01" || r.robot_id == "ur5e-02") && r.success),
+        ),
+        (
+            "SELECT * FROM episodes WHERE NOT success",
+            Box::new(|r| !r.success),
+        ),
+        (
+            "SELECT * FROM episodes WHERE qc_pass",
+            Box::new(|r| r.qc.pass()),
+        ),
+        (
+            "SELECT * FROM episodes WHERE qc_camera_blackout OR qc_frozen_frames",
+            Box::new(|r| r.qc.camera_blackout || r.qc.frozen_frames),
+        ),
+        (
+            "SELECT * FROM episodes WHERE qc_flags LIKE '%choppy_joints%'",
+            Box::new(|r| r.qc.choppy_joints),
+        ),
+        (
+            "SELECT * FROM episodes WHERE pipeline_version = '1.1.0'",
+            Box::new(|r| r.pipeline_version == "1.1.0"),
+        ),
+        (
+            "SELECT * FROM episodes WHERE robot_software_version >= '2.3.1' AND robot_software_version < '3'",
+            Box::new(|r| r.robot_software_version >= "2.3.1" && r.robot_software_version < "3"),
+        ),
+        (
+            "SELECT * FROM episodes WHERE recorded_at >= '2025-03-01 00:00:00'",
+            Box::new(move |r| r.recorded_at_ns >= march),
+        ),
+        (
+            "SELECT * FROM episodes WHERE duration_s >= 60 AND task <> 'pick_cube' ORDER BY recorded_at",
+            Box::new(|r| (r.end_ns - r.start_ns) >= 60_000_000_000 && r.task != "pick_cube"),
+        ),
+    ];
+    for (i, (sql, keep)) in cases.iter().enumerate() {
+        let out = dir.path().join(format!("m{i}.arrow"));
+        let summary = curate_to_manifest(&warehouse, sql, rule, &out)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let expected = ids(latest
+            .iter()
+            .filter(|r| keep(r))
+            .map(|r| r.episode_id.clone()));
+        assert!(
+            !expected.is_empty() && expected.len() < EPISODES as usize || i == 0,
+            "{sql}: a filter that selects nothing or everything tests little"
+        );
+        assert_eq!(manifest_ids(&out), expected, "{sql}");
+        assert_eq!(summary.rows, expected.len());
+        let m = Manifest::open(&out).expect("opens");
+        assert_eq!(m.meta().query, *sql);
+        assert_eq!(m.meta().warehouse_snapshot, warehouse.snapshot_id());
+        let samples: u64 = latest
+            .iter()
+            .filter(|r| keep(r))
+            .map(|r| rule.num_samples(r.start_ns, r.end_ns))
+            .sum();
+        assert_eq!(m.num_samples(), samples, "{sql}");
+    }
+}
+
+#[test]
+fn the_latest_ingestion_wins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_warehouse(dir.path());
+    let warehouse = Warehouse::open(dir.path().to_str().expect("utf-8")).expect("opens");
+    let df = warehouse
+        .query("SELECT episode_id, pipeline_version FROM episodes")
+        .expect("runs");
+    assert_eq!(df.height(), EPISODES as usize, "one row per episode");
+    let versions = df
+        .column("pipeline_version")
+        .expect("column")
+        .str()
+        .expect("strings")
+        .clone();
+    let ids = df
+        .column("episode_id")
+        .expect("column")
+        .str()
+        .expect("strings")
+        .clone();
+    let by_id: BTreeMap<String, String> = ids
+        .iter()
+        .zip(versions.iter())
+        .map(|(i, v)| (i.expect("id").to_string(), v.expect("version").to_string()))
+        .collect();
+    for i in 0..EPISODES {
+        let r = row(SEED, i, 0);
+        let want = if i < REINGESTED { "1.1.0" } else { "1.0.0" };
+        assert_eq!(by_id[&r.episode_id], want);
+    }
+    let all = warehouse
+        .scan_all()
+        .expect("scans")
+        .collect()
+        .expect("collects");
+    assert_eq!(
+        all.height(),
+        (EPISODES + REINGESTED) as usize,
+        "the raw table keeps every version"
+    );
+}
+
+#[test]
+fn bad_queries_and_warehouses_give_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = Warehouse::open(dir.path().to_str().expect("utf-8")).expect_err("empty");
+    assert!(matches!(err, CurateError::EmptyWarehouse { .. }), "{err}");
+    build_warehouse(dir.path());
+    let warehouse = Warehouse::open(dir.path().to_str().expect("utf-8")).expect("opens");
+    let rule = SamplingRule::at_hz(10.0, 0.0, 0.0);
+    let out = dir.path().join("m.arrow");
+    let err = curate_to_manifest(&warehouse, "SELECT * FROM episodez", rule, &out)
+        .expect_err("unknown table");
+    assert!(matches!(err, CurateError::Query(_)), "{err}");
+    let err = curate_to_manifest(&warehouse, "SELECT episode_id FROM episodes", rule, &out)
+        .expect_err("too few columns");
+    assert!(err.to_string().contains("uri"), "{err}");
+    assert!(!out.exists(), "no manifest after a failed curation");
+}
+
+fn python() -> PathBuf {
+    std::env::var_os("REEL_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/reel/venv/bin/python")
+        })
+}
+
+#[test]
+fn pyarrow_and_polars_read_the_manifest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_warehouse(dir.path());
+    let warehouse = Warehouse::open(dir.path().to_str().expect("utf-8")).expect("opens");
+    let out = dir.path().join("m.arrow");
+    let sql = "SELECT * FROM episodes WHERE success AND qc_pass";
+    curate_to_manifest(&warehouse, sql, SamplingRule::at_hz(5.0, 0.5, 1.0), &out).expect("curates");
+    let m = Manifest::open(&out).expect("opens");
+    let script = r#"
+import sys, pyarrow.ipc as ipc, polars as pl
+path, rows, samples, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+t = ipc.open_file(path).read_all()
+assert t.num_rows == rows, (t.num_rows, rows)
+meta = {k.decode(): v.decode() for k, v in t.schema.metadata.items()}
+assert meta["reel.manifest.version"] == "1" and "qc_pass" in meta["reel.manifest.query"], meta
+off, n = t.column("sample_offset").to_pylist(), t.column("num_samples").to_pylist()
+assert all(off[i] + n[i] == off[i + 1] for i in range(rows - 1)) and off[-1] + n[-1] == samples
+df = pl.read_ipc(path, memory_map=True)
+assert df.height == rows and df["episode_id"][0] == first, (df.height, df["episode_id"][0])
+print("ok", rows)
+"#;
+    let first = m
+        .episode(0)
+        .expect("row")
+        .episode_id()
+        .expect("utf-8")
+        .to_string();
+    let output = Command::new(python())
+        .args(["-c", script, out.to_str().expect("utf-8")])
+        .args([m.len().to_string(), m.num_samples().to_string(), first])
+        .output()
+        .expect("python runs (scripts/setup.sh installs it)");
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn an_s3_warehouse_gives_the_same_manifest() {
+    let Some(server) = reel_io::test_support::S3Server::start("warehouse").expect("s3s-fs starts")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_warehouse(dir.path());
+    let store = server.store("warehouse", "wh").expect("store");
+    for entry in walk(&dir.path().join("episodes")) {
+        let key = entry
+            .strip_prefix(dir.path())
+            .expect("inside")
+            .to_string_lossy()
+            .into_owned();
+        store
+            .write_atomic(&key, std::fs::read(&entry).expect("reads"))
+            .expect("uploads");
+    }
+    let sql = "SELECT * FROM episodes WHERE task = 'stack_cups' AND success";
+    let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
+    let local = Warehouse::open(dir.path().to_str().expect("utf-8")).expect("opens");
+    let remote = Warehouse::from_store(store).expect("opens s3");
+    let (a, b) = (dir.path().join("a.arrow"), dir.path().join("b.arrow"));
+    curate_to_manifest(&local, sql, rule, &a).expect("local");
+    curate_to_manifest(&remote, sql, rule, &b).expect("s3");
+    assert_eq!(manifest_ids(&a), manifest_ids(&b));
+    assert_eq!(
+        local.snapshot_id(),
+        remote.snapshot_id(),
+        "same files, same snapshot"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("lists") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            out.extend(walk(&path))
+        } else {
+            out.push(path)
+        }
+    }
+    out
+}
