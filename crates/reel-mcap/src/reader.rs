@@ -42,6 +42,30 @@ pub struct RawMessage {
     pub data: Bytes,
 }
 
+/// One GOP of one camera, decoded whole.
+#[derive(Debug, Clone)]
+pub struct DecodedGop {
+    /// Log time of the keyframe (ns).
+    pub start_ns: u64,
+    /// End of the span it is known to cover, exclusive: the next keyframe's log time, or,
+    /// when that keyframe was not among the chunks read, just past the later of its last
+    /// frame and the latest requested time it serves.
+    pub end_ns: u64,
+    /// Each frame with its log time, in order.
+    pub frames: Vec<(u64, RgbImage)>,
+}
+
+impl DecodedGop {
+    /// The frame shown at `t` (the latest at or before it), if this GOP covers `t`.
+    pub fn frame_at(&self, t: u64) -> Option<&(u64, RgbImage)> {
+        if t < self.start_ns || t >= self.end_ns {
+            return None;
+        }
+        let i = self.frames.partition_point(|(k, _)| *k <= t);
+        i.checked_sub(1).map(|i| &self.frames[i])
+    }
+}
+
 /// A window of one numeric stream, decoded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalWindow {
@@ -78,6 +102,7 @@ pub struct EpisodeReader<S> {
     groups: BTreeMap<String, Vec<String>>,
     warnings: Vec<String>,
     chunks_read: AtomicU64,
+    frames_decoded: AtomicU64,
 }
 
 impl<S> std::fmt::Debug for EpisodeReader<S> {
@@ -225,6 +250,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             groups,
             warnings: Vec::new(),
             chunks_read: AtomicU64::new(0),
+            frames_decoded: AtomicU64::new(0),
         })
     }
 
@@ -279,6 +305,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             groups,
             warnings,
             chunks_read: AtomicU64::new(0),
+            frames_decoded: AtomicU64::new(0),
         })
     }
 
@@ -296,6 +323,11 @@ impl<S: ByteSource> EpisodeReader<S> {
     /// chunks at once; the source counts reads).
     pub fn chunks_read(&self) -> u64 {
         self.chunks_read.load(Ordering::Relaxed)
+    }
+
+    /// Video frames decoded so far (every access unit fed to a decoder), for benchmarks.
+    pub fn frames_decoded(&self) -> u64 {
+        self.frames_decoded.load(Ordering::Relaxed)
     }
 
     /// Problems that did not stop opening the file (e.g. a missing summary).
@@ -537,16 +569,13 @@ impl<S: ByteSource> EpisodeReader<S> {
             .unwrap_or_default())
     }
 
-    /// Frames of several cameras at once (`(topic, times)` pairs). All chunks needed are
-    /// planned together, so a canonical file costs one ranged read per camera group. On
-    /// layouts whose chunks do not start at keyframes, earlier chunks are fetched until
-    /// each GOP's keyframe is found.
-    pub fn frames(
+    /// The access units (by log time) of each requested camera from every chunk needed to
+    /// decode the frames shown at the requested times: back to each GOP's keyframe.
+    #[allow(clippy::type_complexity)]
+    fn camera_units(
         &self,
         requests: &[(&str, &[u64])],
-        decoder: &mut H264Decoder,
-        size: Option<(usize, usize)>,
-    ) -> Result<Vec<Vec<RgbImage>>> {
+    ) -> Result<(Vec<u16>, HashMap<u16, BTreeMap<u64, Bytes>>)> {
         let ids: Vec<u16> = requests
             .iter()
             .map(|(t, _)| self.channel_id(t))
@@ -623,7 +652,106 @@ impl<S: ByteSource> EpisodeReader<S> {
                 }
             }
         }
+        Ok((ids, frames))
+    }
 
+    /// Decodes every GOP that holds a frame shown at one of the requested times (`(topic,
+    /// times)` pairs, fetched as in [`frames`](Self::frames)): whole, or (`whole = false`)
+    /// from its keyframe through the latest frame requested. Callers that serve many nearby
+    /// samples keep whole GOPs and decode each one once.
+    pub fn gops(
+        &self,
+        requests: &[(&str, &[u64])],
+        decoder: &mut H264Decoder,
+        size: Option<(usize, usize)>,
+        whole: bool,
+    ) -> Result<Vec<Vec<DecodedGop>>> {
+        let (ids, frames) = self.camera_units(requests)?;
+        let mut out = Vec::with_capacity(requests.len());
+        for ((topic, times), id) in requests.iter().zip(&ids) {
+            let empty = BTreeMap::new();
+            let stream = frames.get(id).unwrap_or(&empty);
+            let no_frame = |time| Error::NoFrame {
+                name: self.name.clone(),
+                topic: (*topic).into(),
+                time,
+            };
+            // Keyframe of each GOP needed, with the latest requested time it serves and
+            // the latest frame shown then.
+            let mut keys: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+            for &t in *times {
+                let target = stream
+                    .range(..=t)
+                    .next_back()
+                    .or_else(|| stream.iter().next())
+                    .map(|(k, _)| *k)
+                    .ok_or_else(|| no_frame(t))?;
+                let key = stream
+                    .range(..=target)
+                    .rev()
+                    .find(|(_, d)| is_idr(&video_payload(d)))
+                    .map(|(k, _)| *k)
+                    .ok_or_else(|| no_frame(t))?;
+                let (served, shown) = keys.entry(key).or_insert((t, target));
+                *served = (*served).max(t);
+                *shown = (*shown).max(target);
+            }
+            let mut gops = Vec::with_capacity(keys.len());
+            for (key, (latest_served, latest_shown)) in keys {
+                // The GOP runs to the next keyframe; without one in the fetched chunks it
+                // is known to cover only up to its last frame or the latest time it serves.
+                let next_key = whole
+                    .then(|| {
+                        stream
+                            .range(key + 1..)
+                            .find(|(_, d)| is_idr(&video_payload(d)))
+                            .map(|(k, _)| *k)
+                    })
+                    .flatten();
+                let through = if whole {
+                    next_key.map_or(u64::MAX, |k| k - 1)
+                } else {
+                    latest_shown
+                };
+                let members: Vec<(u64, Vec<u8>)> = stream
+                    .range(key..=through)
+                    .map(|(k, d)| (*k, video_payload(d)))
+                    .collect();
+                let refs: Vec<&[u8]> = members.iter().map(|(_, u)| u.as_slice()).collect();
+                let wanted: Vec<usize> = (0..refs.len()).collect();
+                let pictures =
+                    decoder
+                        .decode_run(&refs, &wanted, size)
+                        .map_err(|source| Error::Video {
+                            name: self.name.clone(),
+                            topic: (*topic).into(),
+                            source,
+                        })?;
+                self.frames_decoded
+                    .fetch_add(refs.len() as u64, Ordering::Relaxed);
+                let last = members.last().map_or(key, |(k, _)| *k);
+                gops.push(DecodedGop {
+                    start_ns: key,
+                    end_ns: next_key.unwrap_or(last.max(latest_served) + 1),
+                    frames: members.iter().map(|(k, _)| *k).zip(pictures).collect(),
+                });
+            }
+            out.push(gops);
+        }
+        Ok(out)
+    }
+
+    /// Frames of several cameras at once (`(topic, times)` pairs). All chunks needed are
+    /// planned together, so a canonical file costs one ranged read per camera group. On
+    /// layouts whose chunks do not start at keyframes, earlier chunks are fetched until
+    /// each GOP's keyframe is found.
+    pub fn frames(
+        &self,
+        requests: &[(&str, &[u64])],
+        decoder: &mut H264Decoder,
+        size: Option<(usize, usize)>,
+    ) -> Result<Vec<Vec<RgbImage>>> {
+        let (ids, frames) = self.camera_units(requests)?;
         let mut out = Vec::with_capacity(requests.len());
         for ((topic, times), id) in requests.iter().zip(&ids) {
             let empty = BTreeMap::new();
@@ -675,6 +803,10 @@ impl<S: ByteSource> EpisodeReader<S> {
                             topic: (*topic).into(),
                             source,
                         })?;
+                self.frames_decoded.fetch_add(
+                    index_of.get(&last).map_or(0, |i| *i as u64 + 1),
+                    Ordering::Relaxed,
+                );
                 for ((slot, _), picture) in members.iter().zip(decoded) {
                     pictures[*slot] = Some(picture);
                 }

@@ -1,0 +1,283 @@
+//! `reel-load`: runs the loader over a manifest for K batches and reports what a trainer
+//! would see — samples/s, frames decoded/s, batch latency, time to first batch, peak RSS —
+//! or (`--dump`) writes the batches to stdout as an Arrow IPC stream for shell pipelines.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use reel_cache::{BlockCache, CacheConfig};
+use reel_io::Store;
+use reel_loader::{Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources};
+use reel_manifest::Manifest;
+use serde::Serialize;
+
+mod arrow_dump;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Order {
+    Global,
+    Locality,
+}
+
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Training manifest (Arrow IPC file, memory-mapped).
+    #[arg(long)]
+    manifest: PathBuf,
+    /// Sample spec (TOML).
+    #[arg(long)]
+    spec: PathBuf,
+    /// Store the manifest's URIs are relative to: a folder or s3://bucket/prefix.
+    /// Defaults to the manifest's folder.
+    #[arg(long)]
+    store: Option<String>,
+    /// Read through the node's block cache in this folder.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Cache capacity in GiB (with --cache).
+    #[arg(long, default_value_t = 64.0)]
+    cache_gib: f64,
+    #[arg(long, default_value_t = 8)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Batches to deliver (continuing into the next epochs when one ends).
+    #[arg(long, default_value_t = 50)]
+    batches: u64,
+    #[arg(long, default_value_t = 4)]
+    prefetch: usize,
+    #[arg(long, default_value_t = 0)]
+    rank: usize,
+    #[arg(long, default_value_t = 1)]
+    world: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Epoch to start in.
+    #[arg(long, default_value_t = 0)]
+    epoch: u64,
+    #[arg(long, value_enum, default_value_t = Order::Locality)]
+    shuffle: Order,
+    /// Samples drawn from each opened window (locality shuffle).
+    #[arg(long, default_value_t = 10)]
+    run: u64,
+    /// Print the report as one JSON object on stdout.
+    #[arg(long, conflicts_with = "dump")]
+    json: bool,
+    /// Write the batches to stdout as an Arrow IPC stream.
+    #[arg(long)]
+    dump: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    batches: u64,
+    samples: u64,
+    skipped: u64,
+    workers: usize,
+    batch_size: usize,
+    shuffle: String,
+    seconds: f64,
+    samples_per_s: f64,
+    cpu_seconds: f64,
+    samples_per_cpu_s: f64,
+    frames_decoded: u64,
+    frames_decoded_per_s: f64,
+    chunks_read: u64,
+    time_to_first_batch_s: f64,
+    batch_wait_p50_ms: f64,
+    batch_wait_p99_ms: f64,
+    peak_rss_mib: f64,
+    cache_hit_rate: Option<f64>,
+    state: LoaderState,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    reel_video::quiet_ffmpeg_logs();
+    let started = Instant::now();
+    let cpu_at_start = cpu_seconds();
+    let spec = SampleSpec::from_toml_file(&args.spec)?;
+    let manifest = Manifest::open(&args.manifest)?;
+    let store_uri = match &args.store {
+        Some(uri) => uri.clone(),
+        None => args
+            .manifest
+            .canonicalize()
+            .with_context(|| format!("{}", args.manifest.display()))?
+            .parent()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|| ".".into()),
+    };
+    let store = Store::open(&store_uri)?;
+    let (sources, cache) = match &args.cache {
+        Some(dir) => {
+            let config = CacheConfig::new(dir, (args.cache_gib * (1u64 << 30) as f64) as u64);
+            let cache = Arc::new(BlockCache::for_store(config, &store)?);
+            (Sources::Cache(Arc::clone(&cache)), Some(cache))
+        }
+        None => (Sources::Store(store), None),
+    };
+    let options = LoaderOptions {
+        batch_size: args.batch_size,
+        workers: args.workers,
+        prefetch: args.prefetch,
+        seed: args.seed,
+        rank: args.rank,
+        world: args.world,
+        shuffle: match args.shuffle {
+            Order::Global => Shuffle::Global,
+            Order::Locality => Shuffle::Locality { run: args.run },
+        },
+        ..LoaderOptions::default()
+    };
+    let loader = Loader::new(manifest, &spec, sources, options)?;
+    if loader.total_samples() == 0 {
+        bail!("{}: no samples under this spec", args.manifest.display());
+    }
+
+    let progress = if args.dump || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(args.batches)
+    };
+    progress.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} batches {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut dump = args
+        .dump
+        .then(|| arrow_dump::Dump::new(std::io::stdout().lock()));
+    let mut waits: Vec<Duration> = Vec::new();
+    let mut first_batch = None;
+    let (mut samples, mut skipped, mut frames, mut chunks) = (0u64, 0u64, 0u64, 0u64);
+    let mut state = LoaderState {
+        epoch: args.epoch,
+        batch: 0,
+    };
+    let mut delivered = 0;
+    let loading = Instant::now();
+    while delivered < args.batches {
+        let mut batches = loader.resume(state)?;
+        if batches.total_batches() == 0 {
+            bail!("rank {} has no batch in epoch {}", args.rank, state.epoch);
+        }
+        loop {
+            if delivered == args.batches {
+                break;
+            }
+            let asked = Instant::now();
+            let Some(batch) = batches.next() else { break };
+            let batch = batch?;
+            waits.push(asked.elapsed());
+            first_batch.get_or_insert_with(|| started.elapsed());
+            samples += batch.len() as u64;
+            for s in &batch.skipped {
+                eprintln!("skipped {} at {}: {}", s.uri, s.anchor_ns, s.reason);
+            }
+            skipped += batch.skipped.len() as u64;
+            if let Some(dump) = dump.as_mut() {
+                dump.write(batch)?;
+            }
+            delivered += 1;
+            progress.inc(1);
+        }
+        let stats = batches.stats();
+        frames += stats.frames_decoded;
+        chunks += stats.chunks_read;
+        state = batches.state();
+        if state.batch == batches.total_batches() {
+            state = LoaderState {
+                epoch: state.epoch + 1,
+                batch: 0,
+            };
+        }
+    }
+    let seconds = loading.elapsed().as_secs_f64();
+    progress.finish_and_clear();
+    if let Some(dump) = dump {
+        dump.finish()?;
+    }
+    let cpu = cpu_seconds() - cpu_at_start;
+    waits.sort();
+    let quantile = |q: f64| {
+        waits
+            .get(((waits.len() as f64 - 1.0) * q).round() as usize)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    let report = Report {
+        batches: delivered,
+        samples,
+        skipped,
+        workers: args.workers,
+        batch_size: args.batch_size,
+        shuffle: match args.shuffle {
+            Order::Global => "global".into(),
+            Order::Locality => format!("locality(run={})", args.run),
+        },
+        seconds,
+        samples_per_s: samples as f64 / seconds,
+        cpu_seconds: cpu,
+        samples_per_cpu_s: samples as f64 / cpu.max(1e-9),
+        frames_decoded: frames,
+        frames_decoded_per_s: frames as f64 / seconds,
+        chunks_read: chunks,
+        time_to_first_batch_s: first_batch.map_or(0.0, |d| d.as_secs_f64()),
+        batch_wait_p50_ms: quantile(0.5),
+        batch_wait_p99_ms: quantile(0.99),
+        peak_rss_mib: peak_rss_mib(),
+        cache_hit_rate: cache.map(|c| c.metrics().hit_rate()),
+        state,
+    };
+    eprintln!(
+        "{} batches, {} samples ({} skipped) in {:.2} s: {:.1} samples/s, {:.1} samples per CPU-second, \
+         {:.0} frames decoded/s, first batch after {:.3} s, wait p50 {:.1} ms p99 {:.1} ms, peak RSS {:.0} MiB{}",
+        report.batches,
+        report.samples,
+        report.skipped,
+        report.seconds,
+        report.samples_per_s,
+        report.samples_per_cpu_s,
+        report.frames_decoded_per_s,
+        report.time_to_first_batch_s,
+        report.batch_wait_p50_ms,
+        report.batch_wait_p99_ms,
+        report.peak_rss_mib,
+        report
+            .cache_hit_rate
+            .map(|h| format!(", cache hit rate {:.1}%", h * 100.0))
+            .unwrap_or_default()
+    );
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn usage() -> libc::rusage {
+    // SAFETY: getrusage fills the zeroed struct it is given; RUSAGE_SELF is always valid.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    }
+}
+
+/// User plus system CPU time of this process (all threads), seconds.
+fn cpu_seconds() -> f64 {
+    let u = usage();
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn peak_rss_mib() -> f64 {
+    // Linux reports ru_maxrss in KiB.
+    usage().ru_maxrss as f64 / 1024.0
+}

@@ -1,0 +1,562 @@
+//! One worker's side of the loader: opens episodes, reads one window per group, decodes
+//! only the frames needed (keeping decoded GOPs for nearby samples), and writes samples
+//! straight into the batch's tensors.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use reel_io::ByteSource;
+use reel_mcap::{DecodedGop, EpisodeReader, SignalWindow};
+use reel_video::H264Decoder;
+
+use crate::batch::{Batch, DType, Skipped, Tensor};
+use crate::error::{LoaderError, Result};
+use crate::loader::Shared;
+use crate::spec::{Layout, ProprioSpec};
+
+pub(crate) type Reader = EpisodeReader<Box<dyn ByteSource>>;
+
+/// A camera of the spec, resolved against the first episode.
+#[derive(Debug, Clone)]
+pub(crate) struct CameraPlan {
+    pub name: String,
+    pub topic: String,
+    pub offsets_ns: Vec<i64>,
+    pub width: usize,
+    pub height: usize,
+    /// Decode at this size (`None`: the stream's own, which must be `width`×`height`).
+    pub resize: Option<(usize, usize)>,
+    pub layout: Layout,
+}
+
+/// A numeric stream of the spec, resolved against the first episode.
+#[derive(Debug, Clone)]
+pub(crate) struct ProprioPlan {
+    pub name: String,
+    pub topic: String,
+    pub offsets_ns: Vec<i64>,
+    pub fields: usize,
+}
+
+impl ProprioPlan {
+    pub(crate) fn new(spec: &ProprioSpec, fields: usize) -> Self {
+        Self {
+            name: spec.name.clone(),
+            topic: spec.topic.clone(),
+            offsets_ns: spec.offsets_ns(),
+            fields,
+        }
+    }
+}
+
+/// Time grid facts of an episode's streams (from its `reel.streams` record).
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    period_ns: i64,
+}
+
+fn grids(reader: &Reader) -> HashMap<String, Grid> {
+    let mut out = HashMap::new();
+    if let Some(streams) = reader.metadata().get(reel_mcap::keys::STREAMS_RECORD) {
+        for (topic, json) in streams {
+            let period = serde_json::from_str::<serde_json::Value>(json)
+                .ok()
+                .and_then(|v| v.get("median_period_ns").and_then(|p| p.as_i64()));
+            if let Some(period_ns) = period.filter(|p| *p > 0) {
+                out.insert(topic.clone(), Grid { period_ns });
+            }
+        }
+    }
+    out
+}
+
+struct OpenEpisode {
+    reader: Reader,
+    grids: HashMap<String, Grid>,
+}
+
+impl OpenEpisode {
+    fn period(&self, topic: &str, fallback_ns: i64) -> i64 {
+        self.grids.get(topic).map_or(fallback_ns, |g| g.period_ns)
+    }
+}
+
+/// Decoded numeric streams of one episode over `span`.
+struct SignalSpan {
+    row: usize,
+    span: std::ops::Range<i64>,
+    windows: Vec<SignalWindow>,
+}
+
+/// What a worker did, for throughput reports.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct WorkerCounts {
+    pub frames_decoded: u64,
+    pub chunks_read: u64,
+}
+
+/// A worker's state: its decoder and what it keeps between samples.
+pub(crate) struct Worker {
+    shared: Arc<Shared>,
+    decoder: H264Decoder,
+    episodes: VecDeque<(usize, Arc<OpenEpisode>)>,
+    gops: VecDeque<((usize, usize), Arc<DecodedGop>)>,
+    signals: VecDeque<SignalSpan>,
+    bad: HashMap<usize, String>,
+    pub counts: WorkerCounts,
+}
+
+const OPEN_EPISODES: usize = 8;
+const SIGNAL_SPANS: usize = 4;
+/// A sample's value is the grid point itself when this close to the requested time; grid
+/// periods are whole nanoseconds, so grid times drift from exact multiples by < 1 ns/step.
+const ON_GRID_NS: i64 = 100_000;
+
+impl Worker {
+    pub(crate) fn new(shared: Arc<Shared>) -> Result<Self> {
+        let decoder = H264Decoder::new().map_err(|source| LoaderError::Episode {
+            uri: "H.264 decoder".into(),
+            source: Box::new(reel_mcap::Error::Video {
+                name: String::new(),
+                topic: String::new(),
+                source,
+            }),
+        })?;
+        Ok(Self {
+            shared,
+            decoder,
+            episodes: VecDeque::new(),
+            gops: VecDeque::new(),
+            signals: VecDeque::new(),
+            bad: HashMap::new(),
+            counts: WorkerCounts::default(),
+        })
+    }
+
+    /// Builds the batch of `samples` (global sample indexes, in order).
+    pub(crate) fn build(&mut self, epoch: u64, index: u64, samples: &[u64]) -> Result<Batch> {
+        let shared = Arc::clone(&self.shared);
+        let n = samples.len();
+        let mut tensors = vec![
+            Tensor::zeros("anchor_ns".into(), vec![n], DType::I64),
+            Tensor::zeros("episode_row".into(), vec![n], DType::I64),
+        ];
+        for c in &shared.cameras {
+            let frame = match c.layout {
+                Layout::Hwc => [c.height, c.width, 3],
+                Layout::Chw => [3, c.height, c.width],
+            };
+            let k = c.offsets_ns.len();
+            let mut shape = vec![n, k];
+            shape.extend(frame);
+            tensors.push(Tensor::zeros(c.name.clone(), shape, DType::U8));
+            tensors.push(Tensor::zeros(
+                format!("{}.time_ns", c.name),
+                vec![n, k],
+                DType::I64,
+            ));
+            tensors.push(Tensor::zeros(
+                format!("{}.mask", c.name),
+                vec![n, k],
+                DType::U8,
+            ));
+        }
+        for p in &shared.proprio {
+            let k = p.offsets_ns.len();
+            tensors.push(Tensor::zeros(
+                p.name.clone(),
+                vec![n, k, p.fields],
+                DType::F32,
+            ));
+            tensors.push(Tensor::zeros(
+                format!("{}.time_ns", p.name),
+                vec![n, k],
+                DType::I64,
+            ));
+            tensors.push(Tensor::zeros(
+                format!("{}.mask", p.name),
+                vec![n, k],
+                DType::U8,
+            ));
+        }
+        let mut skipped = Vec::new();
+        let mut filled = 0;
+        for &g in samples {
+            let (row, anchor) = shared.index.locate(&shared.manifest, g)?;
+            let episode = shared.manifest.episode(row)?;
+            let uri = episode.uri()?.to_string();
+            let outcome = match self.bad.get(&row) {
+                Some(reason) => Err(reason.clone()),
+                None => self
+                    .fill(&mut tensors, filled, row, &uri, anchor)
+                    .map_err(|e| e.to_string()),
+            };
+            match outcome {
+                Ok(()) => filled += 1,
+                Err(reason) => {
+                    self.bad.entry(row).or_insert_with(|| reason.clone());
+                    skipped.push(Skipped {
+                        episode_id: episode.episode_id()?.to_string(),
+                        uri,
+                        anchor_ns: anchor,
+                        reason,
+                    });
+                }
+            }
+        }
+        if filled < n {
+            for t in &mut tensors {
+                t.truncate_samples(filled);
+            }
+        }
+        Ok(Batch {
+            epoch,
+            index,
+            tensors,
+            skipped,
+        })
+    }
+
+    fn episode(&mut self, row: usize, uri: &str) -> Result<Arc<OpenEpisode>> {
+        if let Some(i) = self.episodes.iter().position(|(r, _)| *r == row) {
+            let entry = self.episodes.remove(i).expect("index from position");
+            let open = Arc::clone(&entry.1);
+            self.episodes.push_front(entry);
+            return Ok(open);
+        }
+        let source = self.shared.sources.open(uri)?;
+        let reader = EpisodeReader::open(source).map_err(|source| LoaderError::Episode {
+            uri: uri.to_string(),
+            source: Box::new(source),
+        })?;
+        let open = Arc::new(OpenEpisode {
+            grids: grids(&reader),
+            reader,
+        });
+        self.episodes.push_front((row, Arc::clone(&open)));
+        if self.episodes.len() > OPEN_EPISODES
+            && let Some((_, old)) = self.episodes.pop_back()
+        {
+            self.counts.chunks_read += old.reader.chunks_read();
+            self.counts.frames_decoded += old.reader.frames_decoded();
+        }
+        Ok(open)
+    }
+
+    /// Counts of the episodes still open, added to what closed ones reported.
+    pub(crate) fn counts(&self) -> WorkerCounts {
+        let mut c = self.counts;
+        for (_, e) in &self.episodes {
+            c.chunks_read += e.reader.chunks_read();
+            c.frames_decoded += e.reader.frames_decoded();
+        }
+        c
+    }
+
+    fn fill(
+        &mut self,
+        tensors: &mut [Tensor],
+        slot: usize,
+        row: usize,
+        uri: &str,
+        anchor: i64,
+    ) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        let episode = self.episode(row, uri)?;
+        write_i64(&mut tensors[0], slot, 0, anchor);
+        write_i64(&mut tensors[1], slot, 0, row as i64);
+        let mut t = 2;
+        for (ci, camera) in shared.cameras.iter().enumerate() {
+            self.fill_camera(
+                &episode,
+                row,
+                ci,
+                camera,
+                anchor,
+                uri,
+                &mut tensors[t..t + 3],
+                slot,
+            )?;
+            t += 3;
+        }
+        for proprio in &shared.proprio {
+            self.fill_proprio(
+                &episode,
+                row,
+                proprio,
+                anchor,
+                uri,
+                &mut tensors[t..t + 3],
+                slot,
+            )?;
+            t += 3;
+        }
+        Ok(())
+    }
+
+    fn cached_frame(&mut self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
+        let i = self
+            .gops
+            .iter()
+            .position(|(k, g)| *k == key && g.frame_at(t).is_some())?;
+        let entry = self.gops.remove(i)?;
+        let gop = Arc::clone(&entry.1);
+        self.gops.push_front(entry);
+        Some(gop)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fill_camera(
+        &mut self,
+        episode: &OpenEpisode,
+        row: usize,
+        camera_index: usize,
+        camera: &CameraPlan,
+        anchor: i64,
+        uri: &str,
+        out: &mut [Tensor],
+        slot: usize,
+    ) -> Result<()> {
+        let key = (row, camera_index);
+        let half = episode.period(&camera.topic, 33_333_333) / 2;
+        // The frame nearest each requested time: the latest at or before it plus half a period.
+        let wanted: Vec<u64> = camera
+            .offsets_ns
+            .iter()
+            .map(|o| (anchor + o + half).max(0) as u64)
+            .collect();
+        let missing: Vec<u64> = wanted
+            .iter()
+            .copied()
+            .filter(|&q| self.cached_frame(key, q).is_none())
+            .collect();
+        if !missing.is_empty() {
+            let decoded = episode
+                .reader
+                .gops(
+                    &[(camera.topic.as_str(), &missing)],
+                    &mut self.decoder,
+                    camera.resize,
+                    self.shared.whole_gops,
+                )
+                .map_err(|source| LoaderError::Episode {
+                    uri: uri.to_string(),
+                    source: Box::new(source),
+                })?;
+            for gop in decoded.into_iter().flatten() {
+                self.gops.push_front((key, Arc::new(gop)));
+            }
+            self.gops.truncate(self.shared.gop_cache.max(wanted.len()));
+        }
+        let frame_len = camera.width * camera.height * 3;
+        for (j, (&q, offset)) in wanted.iter().zip(&camera.offsets_ns).enumerate() {
+            // Before the stream's first frame (edge padding) the first frame stands in,
+            // masked: it is what the reader returned for such a time.
+            let gop = self
+                .cached_frame(key, q)
+                .or_else(|| {
+                    self.gops
+                        .iter()
+                        .filter(|(k, g)| *k == key && g.start_ns > q)
+                        .min_by_key(|(_, g)| g.start_ns)
+                        .map(|(_, g)| Arc::clone(g))
+                })
+                .ok_or_else(|| LoaderError::Mismatch {
+                    uri: uri.to_string(),
+                    reason: format!("{}: no frame near {}", camera.topic, anchor + offset),
+                })?;
+            let Some((time, image)) = gop.frame_at(q).or_else(|| gop.frames.first()) else {
+                continue;
+            };
+            if image.width != camera.width || image.height != camera.height {
+                return Err(LoaderError::Mismatch {
+                    uri: uri.to_string(),
+                    reason: format!(
+                        "{} is {}x{}, the batch is {}x{} (give the camera a size)",
+                        camera.topic, image.width, image.height, camera.width, camera.height
+                    ),
+                });
+            }
+            let requested = anchor + offset;
+            let frame_index = slot * camera.offsets_ns.len() + j;
+            if let Some(pixels) = out[0].data_u8_mut() {
+                let dst = &mut pixels[frame_index * frame_len..(frame_index + 1) * frame_len];
+                match camera.layout {
+                    Layout::Hwc => dst.copy_from_slice(&image.data),
+                    Layout::Chw => to_chw(&image.data, dst, camera.width * camera.height),
+                }
+            }
+            write_i64(&mut out[1], frame_index, 0, *time as i64);
+            let on_time = (*time as i64 - requested).abs() <= half;
+            write_u8(&mut out[2], frame_index, u8::from(on_time));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fill_proprio(
+        &mut self,
+        episode: &OpenEpisode,
+        row: usize,
+        proprio: &ProprioPlan,
+        anchor: i64,
+        uri: &str,
+        out: &mut [Tensor],
+        slot: usize,
+    ) -> Result<()> {
+        let period = episode.period(&proprio.topic, 20_000_000);
+        // Interpolate across at most a missing step or two; farther apart is a gap.
+        let max_gap = period * 5 / 2;
+        let (first, last) = match (proprio.offsets_ns.first(), proprio.offsets_ns.last()) {
+            (Some(a), Some(b)) => (anchor + a - max_gap, anchor + b + max_gap),
+            _ => return Ok(()),
+        };
+        let shared = Arc::clone(&self.shared);
+        let windows = self.signal_span(episode, row, first..last + 1, uri)?;
+        let topic_index = shared
+            .proprio_topics
+            .iter()
+            .position(|t| *t == proprio.topic)
+            .ok_or_else(|| LoaderError::Mismatch {
+                uri: uri.to_string(),
+                reason: format!("{} not read", proprio.topic),
+            })?;
+        let window = &windows[topic_index];
+        let fields = if !window.fields.is_empty() {
+            window.fields.len()
+        } else if !window.log_times.is_empty() {
+            window.values.len() / window.log_times.len()
+        } else {
+            proprio.fields
+        };
+        if fields != proprio.fields {
+            return Err(LoaderError::Mismatch {
+                uri: uri.to_string(),
+                reason: format!(
+                    "{} has {fields} values per step, the batch {}",
+                    proprio.topic, proprio.fields
+                ),
+            });
+        }
+        let steps = proprio.offsets_ns.len();
+        for (i, offset) in proprio.offsets_ns.iter().enumerate() {
+            let tau = anchor + offset;
+            let element = slot * steps + i;
+            let dst_range = element * fields..(element + 1) * fields;
+            let (time, valid) = match value_at(window, tau, max_gap) {
+                Some(Value::Exact(r)) => {
+                    let src = &window.values[r * fields..(r + 1) * fields];
+                    if let Some(dst) = out[0].data_f32_mut() {
+                        for (d, s) in dst[dst_range].iter_mut().zip(src) {
+                            *d = *s as f32;
+                        }
+                    }
+                    (window.log_times[r] as i64, true)
+                }
+                Some(Value::Between(r, w)) => {
+                    let (a, b) = (
+                        &window.values[r * fields..(r + 1) * fields],
+                        &window.values[(r + 1) * fields..(r + 2) * fields],
+                    );
+                    if let Some(dst) = out[0].data_f32_mut() {
+                        for ((d, x), y) in dst[dst_range].iter_mut().zip(a).zip(b) {
+                            *d = (x + (y - x) * w) as f32;
+                        }
+                    }
+                    (tau, true)
+                }
+                None => (tau, false),
+            };
+            write_i64(&mut out[1], element, 0, time);
+            write_u8(&mut out[2], element, u8::from(valid));
+        }
+        Ok(())
+    }
+
+    /// Decoded numeric streams of `row` covering `need`: from the last span read when it
+    /// covers them, else one read of the numeric group (a little wider when samples come
+    /// in runs, so the next anchors of the run are served from memory).
+    fn signal_span(
+        &mut self,
+        episode: &OpenEpisode,
+        row: usize,
+        need: std::ops::Range<i64>,
+        uri: &str,
+    ) -> Result<&[SignalWindow]> {
+        if let Some(i) = self
+            .signals
+            .iter()
+            .position(|s| s.row == row && s.span.start <= need.start && need.end <= s.span.end)
+        {
+            let entry = self.signals.remove(i).expect("index from position");
+            self.signals.push_front(entry);
+        } else {
+            let widen = self.shared.signal_widen_ns;
+            let span = (need.start - widen).max(0)..need.end + widen;
+            let topics: Vec<&str> = self
+                .shared
+                .proprio_topics
+                .iter()
+                .map(String::as_str)
+                .collect();
+            let windows = episode
+                .reader
+                .signals(&topics, span.start as u64..span.end as u64)
+                .map_err(|source| LoaderError::Episode {
+                    uri: uri.to_string(),
+                    source: Box::new(source),
+                })?;
+            self.signals.push_front(SignalSpan { row, span, windows });
+            self.signals.truncate(SIGNAL_SPANS);
+        }
+        Ok(&self.signals[0].windows)
+    }
+}
+
+enum Value {
+    /// Row `r` is at the requested time.
+    Exact(usize),
+    /// Between rows `r` and `r + 1`, at weight `w` from `r`.
+    Between(usize, f64),
+}
+
+/// Where `tau` falls in a stream: on a grid point, between two close ones, or nowhere.
+fn value_at(w: &SignalWindow, tau: i64, max_gap: i64) -> Option<Value> {
+    let times = &w.log_times;
+    let i = times.partition_point(|&t| (t as i64) < tau);
+    if i < times.len() && (times[i] as i64 - tau) <= ON_GRID_NS {
+        return Some(Value::Exact(i));
+    }
+    if i > 0 && tau - (times[i - 1] as i64) <= ON_GRID_NS {
+        return Some(Value::Exact(i - 1));
+    }
+    if i > 0 && i < times.len() {
+        let (a, b) = (times[i - 1] as i64, times[i] as i64);
+        if b - a <= max_gap {
+            return Some(Value::Between(i - 1, (tau - a) as f64 / (b - a) as f64));
+        }
+    }
+    None
+}
+
+fn to_chw(hwc: &[u8], chw: &mut [u8], pixels: usize) {
+    let (r, rest) = chw.split_at_mut(pixels);
+    let (g, b) = rest.split_at_mut(pixels);
+    for (i, px) in hwc.chunks_exact(3).enumerate() {
+        r[i] = px[0];
+        g[i] = px[1];
+        b[i] = px[2];
+    }
+}
+
+fn write_i64(t: &mut Tensor, element: usize, offset: usize, value: i64) {
+    if let Some(v) = t.data_i64_mut() {
+        v[element + offset] = value;
+    }
+}
+
+fn write_u8(t: &mut Tensor, element: usize, value: u8) {
+    if let Some(v) = t.data_u8_mut() {
+        v[element] = value;
+    }
+}

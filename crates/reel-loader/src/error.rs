@@ -1,0 +1,49 @@
+//! Errors of the loader.
+
+use std::path::PathBuf;
+
+/// What can go wrong building a loader or a batch.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoaderError {
+    /// The sample spec could not be read or is not valid.
+    #[error("sample spec {path}: {reason}")]
+    Spec { path: PathBuf, reason: String },
+    /// The manifest could not be used.
+    #[error(transparent)]
+    Manifest(#[from] reel_manifest::ManifestError),
+    /// Opening the store or the cache failed.
+    #[error(transparent)]
+    Io(#[from] reel_io::Error),
+    /// The block cache failed.
+    #[error(transparent)]
+    Cache(#[from] reel_cache::Error),
+    /// An episode could not be read (reported per sample; the loader skips it).
+    #[error("{uri}: {source}")]
+    Episode {
+        uri: String,
+        #[source]
+        source: Box<reel_mcap::Error>,
+    },
+    /// An episode does not have what the spec asks for.
+    #[error("{uri}: {reason}")]
+    Mismatch { uri: String, reason: String },
+    /// Rank and world size do not describe a shard.
+    #[error("rank {rank} is not in a world of {world}")]
+    BadShard { rank: usize, world: usize },
+    /// The manifest selects no sample under the spec.
+    #[error("{path}: no samples under this spec (episodes shorter than its windows?)")]
+    NoSamples { path: PathBuf },
+    /// A resume state that does not belong to this loader.
+    #[error("resume state epoch {epoch} batch {batch} is past the {batches} batches of an epoch")]
+    BadState {
+        epoch: u64,
+        batch: u64,
+        batches: u64,
+    },
+    /// A worker thread panicked: a bug, not bad data.
+    #[error("loader worker stopped unexpectedly")]
+    WorkerLost,
+}
+
+pub type Result<T, E = LoaderError> = std::result::Result<T, E>;

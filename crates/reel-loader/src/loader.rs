@@ -1,0 +1,488 @@
+//! The loader: worker threads build batches ahead of the consumer, within a bounded
+//! prefetch window, and the consumer receives them in order.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use reel_cache::BlockCache;
+use reel_io::{ByteSource, MmapSource, Store};
+use reel_manifest::Manifest;
+use reel_mcap::EpisodeReader;
+use serde::{Deserialize, Serialize};
+
+use crate::assemble::{CameraPlan, ProprioPlan, Worker};
+use crate::batch::Batch;
+use crate::error::{LoaderError, Result};
+use crate::order::{AnchorIndex, EpochOrder, Shuffle};
+use crate::spec::SampleSpec;
+
+/// Where episode bytes come from: the store itself, or the node's block cache in front of it.
+#[derive(Debug, Clone)]
+pub enum Sources {
+    /// Read straight from a store (a local folder is memory-mapped).
+    Store(Store),
+    /// Read through a block cache (hits from local disk, misses from its remote).
+    Cache(Arc<BlockCache>),
+}
+
+impl Sources {
+    pub(crate) fn open(&self, uri: &str) -> Result<Box<dyn ByteSource>> {
+        Ok(match self {
+            Self::Store(store) => match store.local_root() {
+                Some(root) => Box::new(MmapSource::open(root.join(uri))?),
+                None => Box::new(store.source(uri)),
+            },
+            Self::Cache(cache) => Box::new(cache.object(uri)?),
+        })
+    }
+}
+
+/// How the loader runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoaderOptions {
+    pub batch_size: usize,
+    /// Worker threads building batches.
+    pub workers: usize,
+    /// Batches built ahead of the consumer, at most.
+    pub prefetch: usize,
+    pub seed: u64,
+    pub rank: usize,
+    pub world: usize,
+    pub shuffle: Shuffle,
+    /// Leave out a last, smaller batch.
+    pub drop_last: bool,
+    /// Decoded GOPs each worker keeps for nearby samples.
+    pub gop_cache: usize,
+}
+
+impl Default for LoaderOptions {
+    fn default() -> Self {
+        Self {
+            batch_size: 8,
+            workers: 2,
+            prefetch: 4,
+            seed: 0,
+            rank: 0,
+            world: 1,
+            shuffle: Shuffle::Locality { run: 10 },
+            drop_last: false,
+            gop_cache: 16,
+        }
+    }
+}
+
+/// Where a run stands: kept in checkpoints, and all it takes to resume exactly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoaderState {
+    pub epoch: u64,
+    /// Batches of the epoch already delivered.
+    pub batch: u64,
+}
+
+/// What the loader's workers did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LoadStats {
+    pub batches: u64,
+    pub samples: u64,
+    pub skipped: u64,
+    pub frames_decoded: u64,
+    pub chunks_read: u64,
+}
+
+pub(crate) struct Shared {
+    pub manifest: Manifest,
+    pub index: AnchorIndex,
+    pub sources: Sources,
+    pub cameras: Vec<CameraPlan>,
+    pub proprio: Vec<ProprioPlan>,
+    /// Every numeric topic of the spec, read together (one read of their group).
+    pub proprio_topics: Vec<String>,
+    pub whole_gops: bool,
+    pub gop_cache: usize,
+    pub signal_widen_ns: i64,
+    pub options: LoaderOptions,
+    frames_decoded: AtomicU64,
+    chunks_read: AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("manifest", &self.manifest.path())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// A time-aligned multi-rate loader over one manifest, for one rank.
+#[derive(Debug, Clone)]
+pub struct Loader {
+    shared: Arc<Shared>,
+}
+
+impl Loader {
+    /// Builds a loader: indexes the anchors of every episode under `spec` and resolves
+    /// frame sizes and value counts from the first episode with samples.
+    pub fn new(
+        manifest: Manifest,
+        spec: &SampleSpec,
+        sources: Sources,
+        options: LoaderOptions,
+    ) -> Result<Self> {
+        spec.validate().map_err(|reason| LoaderError::Spec {
+            path: "<spec>".into(),
+            reason,
+        })?;
+        if options.world == 0 || options.rank >= options.world {
+            return Err(LoaderError::BadShard {
+                rank: options.rank,
+                world: options.world,
+            });
+        }
+        let index = AnchorIndex::new(&manifest, spec.sampling_rule());
+        if index.total() == 0 {
+            return Err(LoaderError::NoSamples {
+                path: manifest.path().to_path_buf(),
+            });
+        }
+        let first = (0..manifest.len())
+            .find(|&row| index.count(&manifest, row).is_ok_and(|n| n > 0))
+            .unwrap_or(0);
+        let uri = manifest.episode(first)?.uri()?.to_string();
+        let reader =
+            EpisodeReader::open(sources.open(&uri)?).map_err(|source| LoaderError::Episode {
+                uri: uri.clone(),
+                source: Box::new(source),
+            })?;
+        let mismatch = |reason: String| LoaderError::Mismatch {
+            uri: uri.clone(),
+            reason,
+        };
+        let channel = |topic: &str| {
+            reader
+                .channel(topic)
+                .map_err(|e| mismatch(format!("the spec's topic {topic}: {e}")))
+        };
+        let mut cameras = Vec::new();
+        for c in &spec.cameras {
+            let ch = channel(&c.topic)?;
+            let dim = |key: &str| {
+                ch.metadata
+                    .get(key)
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .ok_or_else(|| {
+                        mismatch(format!("{} has no {key}: give the camera a size", c.topic))
+                    })
+            };
+            let (width, height, resize) = match c.size {
+                Some([w, h]) => (w, h, Some((w, h))),
+                None => (
+                    dim(reel_mcap::keys::WIDTH)?,
+                    dim(reel_mcap::keys::HEIGHT)?,
+                    None,
+                ),
+            };
+            cameras.push(CameraPlan {
+                name: c.name.clone(),
+                topic: c.topic.clone(),
+                offsets_ns: c.offsets_ns(),
+                width,
+                height,
+                resize,
+                layout: c.layout,
+            });
+        }
+        let mut proprio = Vec::new();
+        let mut proprio_topics: Vec<String> = Vec::new();
+        for p in &spec.proprio {
+            let ch = channel(&p.topic)?;
+            let fields = ch
+                .metadata
+                .get(reel_mcap::keys::FIELDS)
+                .map(|f| f.split(',').filter(|s| !s.is_empty()).count())
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    mismatch(format!("{} has no {}", p.topic, reel_mcap::keys::FIELDS))
+                })?;
+            proprio.push(ProprioPlan::new(p, fields));
+            if !proprio_topics.contains(&p.topic) {
+                proprio_topics.push(p.topic.clone());
+            }
+        }
+        let whole_gops = matches!(options.shuffle, Shuffle::Locality { .. });
+        Ok(Self {
+            shared: Arc::new(Shared {
+                manifest,
+                index,
+                sources,
+                cameras,
+                proprio,
+                proprio_topics,
+                whole_gops,
+                gop_cache: options.gop_cache,
+                signal_widen_ns: if whole_gops { 1_000_000_000 } else { 0 },
+                options,
+                frames_decoded: AtomicU64::new(0),
+                chunks_read: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Samples of the whole manifest under the spec (all ranks).
+    pub fn total_samples(&self) -> u64 {
+        self.shared.index.total()
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.shared.manifest
+    }
+
+    /// The options.
+    pub fn options(&self) -> &LoaderOptions {
+        &self.shared.options
+    }
+
+    /// Batches of `epoch` from its start.
+    pub fn epoch(&self, epoch: u64) -> Result<Batches> {
+        self.resume(LoaderState { epoch, batch: 0 })
+    }
+
+    /// Batches from `state` on: exactly those an uninterrupted run delivers next.
+    pub fn resume(&self, state: LoaderState) -> Result<Batches> {
+        let shared = &self.shared;
+        let o = &shared.options;
+        let order = Arc::new(EpochOrder::new(
+            &shared.manifest,
+            &shared.index,
+            o.shuffle,
+            o.seed,
+            state.epoch,
+            o.rank,
+            o.world,
+        )?);
+        let batch_size = o.batch_size.max(1) as u64;
+        let total = if o.drop_last {
+            order.len() / batch_size
+        } else {
+            order.len().div_ceil(batch_size)
+        };
+        if state.batch > total {
+            return Err(LoaderError::BadState {
+                epoch: state.epoch,
+                batch: state.batch,
+                batches: total,
+            });
+        }
+        let control = Arc::new(Control {
+            next: AtomicU64::new(state.batch),
+            delivered: Mutex::new(state.batch),
+            room: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let (tx, rx) = channel();
+        let workers = (0..o.workers.max(1))
+            .map(|_| {
+                let job = Job {
+                    shared: Arc::clone(shared),
+                    order: Arc::clone(&order),
+                    control: Arc::clone(&control),
+                    tx: tx.clone(),
+                    epoch: state.epoch,
+                    total,
+                    batch_size,
+                };
+                std::thread::spawn(move || job.run())
+            })
+            .collect();
+        Ok(Batches {
+            shared: Arc::clone(shared),
+            epoch: state.epoch,
+            next: state.batch,
+            total,
+            samples_in_epoch: order.len(),
+            rx,
+            pending: BTreeMap::new(),
+            control,
+            workers,
+            stats: LoadStats::default(),
+        })
+    }
+}
+
+struct Control {
+    /// Next batch index a worker takes.
+    next: AtomicU64,
+    /// Batches handed to the consumer: workers stay within `prefetch` of it.
+    delivered: Mutex<u64>,
+    room: Condvar,
+    stop: AtomicBool,
+}
+
+struct Job {
+    shared: Arc<Shared>,
+    order: Arc<EpochOrder>,
+    control: Arc<Control>,
+    tx: Sender<(u64, Result<Batch>)>,
+    epoch: u64,
+    total: u64,
+    batch_size: u64,
+}
+
+impl Job {
+    fn run(self) {
+        let mut worker = match Worker::new(Arc::clone(&self.shared)) {
+            Ok(w) => w,
+            Err(e) => {
+                let b = self.control.next.fetch_add(1, Ordering::SeqCst);
+                let _ = self.tx.send((b, Err(e)));
+                return;
+            }
+        };
+        let prefetch = self.shared.options.prefetch.max(1) as u64;
+        let mut reported = (0, 0);
+        loop {
+            let b = self.control.next.fetch_add(1, Ordering::SeqCst);
+            if b >= self.total {
+                break;
+            }
+            {
+                let mut delivered = match self.control.delivered.lock() {
+                    Ok(d) => d,
+                    Err(_) => return,
+                };
+                while b >= *delivered + prefetch && !self.control.stop.load(Ordering::SeqCst) {
+                    delivered = match self.control.room.wait(delivered) {
+                        Ok(d) => d,
+                        Err(_) => return,
+                    };
+                }
+            }
+            if self.control.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let end = ((b + 1) * self.batch_size).min(self.order.len());
+            let samples: Vec<u64> = (b * self.batch_size..end)
+                .map(|i| self.order.at(i))
+                .collect();
+            let result = worker.build(self.epoch, b, &samples);
+            let counts = worker.counts();
+            self.shared
+                .frames_decoded
+                .fetch_add(counts.frames_decoded - reported.0, Ordering::Relaxed);
+            self.shared
+                .chunks_read
+                .fetch_add(counts.chunks_read - reported.1, Ordering::Relaxed);
+            reported = (counts.frames_decoded, counts.chunks_read);
+            if self.tx.send((b, result)).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// The batches of one epoch on one rank, in order. Dropping it stops its workers.
+#[derive(Debug)]
+pub struct Batches {
+    shared: Arc<Shared>,
+    epoch: u64,
+    next: u64,
+    total: u64,
+    samples_in_epoch: u64,
+    rx: Receiver<(u64, Result<Batch>)>,
+    pending: BTreeMap<u64, Result<Batch>>,
+    control: Arc<Control>,
+    workers: Vec<JoinHandle<()>>,
+    stats: LoadStats,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Batches {
+    /// Where the run stands after the batches delivered so far.
+    pub fn state(&self) -> LoaderState {
+        LoaderState {
+            epoch: self.epoch,
+            batch: self.next,
+        }
+    }
+
+    /// Batches in this epoch on this rank.
+    pub fn total_batches(&self) -> u64 {
+        self.total
+    }
+
+    /// Samples in this epoch on this rank.
+    pub fn samples_in_epoch(&self) -> u64 {
+        self.samples_in_epoch
+    }
+
+    /// What was delivered and done so far (decode and read counts include prefetched work).
+    pub fn stats(&self) -> LoadStats {
+        LoadStats {
+            frames_decoded: self.shared.frames_decoded.load(Ordering::Relaxed),
+            chunks_read: self.shared.chunks_read.load(Ordering::Relaxed),
+            ..self.stats
+        }
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.total {
+            return None;
+        }
+        loop {
+            if let Some(result) = self.pending.remove(&self.next) {
+                self.next += 1;
+                if let Ok(mut delivered) = self.control.delivered.lock() {
+                    *delivered = self.next;
+                }
+                self.control.room.notify_all();
+                if let Ok(batch) = &result {
+                    self.stats.batches += 1;
+                    self.stats.samples += batch.len() as u64;
+                    self.stats.skipped += batch.skipped.len() as u64;
+                }
+                return Some(result);
+            }
+            match self.rx.recv() {
+                Ok((b, result)) => {
+                    self.pending.insert(b, result);
+                }
+                Err(_) => {
+                    self.next = self.total;
+                    return Some(Err(LoaderError::WorkerLost));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        {
+            // Under the lock, so no worker misses the wake-up between its check and its wait.
+            let _delivered = self.control.delivered.lock();
+            self.control.stop.store(true, Ordering::SeqCst);
+        }
+        self.control.room.notify_all();
+        // Workers blocked on sending see the receiver gone; those building finish one batch.
+        let (_, rx) = channel();
+        drop(std::mem::replace(&mut self.rx, rx));
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}

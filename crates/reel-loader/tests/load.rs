@@ -1,0 +1,617 @@
+//! The loader against real canonical episodes (synthesised, ingested by reel-pipeline):
+//! exact grid times and values, frames equal to an independent decode and close to the
+//! landing JPEGs, determinism, shards, resume, edge padding, the block cache and a
+//! corrupt episode.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use reel_io::{MmapSource, Store};
+use reel_loader::{
+    Batch, EdgePolicy, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources,
+};
+use reel_manifest::{Manifest, ManifestMeta, ManifestRow, ManifestWriter, SamplingRule};
+use reel_mcap::EpisodeReader;
+use reel_pipeline::{PipelineConfig, decode_landing, process_episode};
+use reel_synth::{SynthConfig, generate_episode};
+use reel_video::{H264Decoder, ImageDecoder, ImageFormat, RgbImage};
+
+const HIGH: &str = "/camera/high/image_raw/compressed";
+const WRIST: &str = "/camera/left_wrist/image_raw/compressed";
+
+const SPEC: &str = r#"
+anchor_hz = 10.0
+[[camera]]
+name = "high"
+topic = "/camera/high/image_raw/compressed"
+offsets_s = [-0.5, 0.0]
+[[camera]]
+name = "wrist"
+topic = "/camera/left_wrist/image_raw/compressed"
+offsets_s = [0.0]
+layout = "chw"
+[[proprio]]
+name = "state"
+topic = "/joint_states"
+kind = "window"
+steps = 200
+hz = 200.0
+[[proprio]]
+name = "action"
+topic = "/action"
+kind = "chunk"
+steps = 50
+hz = 50.0
+"#;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    manifest: PathBuf,
+    /// Landing episodes by canonical key, for pixel checks.
+    landing: BTreeMap<String, Vec<u8>>,
+}
+
+fn fixture(episodes: u64, seconds: f64, rule: SamplingRule) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("canonical")).expect("mkdir");
+    let synth = SynthConfig {
+        seed: 5,
+        seconds,
+        cameras: 2,
+        width: 64,
+        height: 48,
+        ..SynthConfig::default()
+    };
+    let manifest = dir.path().join("manifest.arrow");
+    let meta = ManifestMeta::new("SELECT * FROM episodes", "test", rule);
+    let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
+    let mut landing = BTreeMap::new();
+    for i in 0..episodes {
+        let episode = generate_episode(&synth, i).expect("synth");
+        let processed = process_episode(
+            &episode.name,
+            &episode.name,
+            &episode.mcap,
+            &PipelineConfig::default(),
+        )
+        .expect("ingests");
+        let s = &processed.summary;
+        std::fs::write(dir.path().join(&s.canonical_key), &processed.bytes).expect("writes");
+        writer
+            .push(&ManifestRow {
+                episode_id: &s.episode_id,
+                uri: &s.canonical_key,
+                start_ns: s.start_ns as i64,
+                end_ns: s.end_ns as i64,
+                bytes: processed.bytes.len() as u64,
+                camera_frames: s.camera_frames,
+                state_steps: s.state_steps,
+                action_steps: s.action_steps,
+            })
+            .expect("row");
+        landing.insert(s.canonical_key.clone(), episode.mcap);
+    }
+    writer.finish().expect("finishes");
+    Fixture {
+        dir,
+        manifest,
+        landing,
+    }
+}
+
+fn spec() -> SampleSpec {
+    SampleSpec::from_toml_str(SPEC).expect("spec")
+}
+
+fn store(dir: &Path) -> Store {
+    Store::open(dir.to_str().expect("utf-8")).expect("store")
+}
+
+fn loader(f: &Fixture, spec: &SampleSpec, options: LoaderOptions) -> Loader {
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    Loader::new(manifest, spec, Sources::Store(store(f.dir.path())), options).expect("loader")
+}
+
+fn all_batches(loader: &Loader, epoch: u64) -> Vec<Batch> {
+    loader
+        .epoch(epoch)
+        .expect("epoch")
+        .map(|b| b.expect("batch"))
+        .collect()
+}
+
+/// (episode row, anchor) of every sample of the batches, in order.
+fn samples(batches: &[Batch]) -> Vec<(i64, i64)> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let rows = b.get("episode_row").and_then(|t| t.as_i64()).expect("rows");
+            let anchors = b
+                .get("anchor_ns")
+                .and_then(|t| t.as_i64())
+                .expect("anchors");
+            rows.iter()
+                .copied()
+                .zip(anchors.iter().copied())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    let mse = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
+        .sum::<f64>()
+        / a.len() as f64;
+    10.0 * (255.0f64 * 255.0 / mse.max(1e-9)).log10()
+}
+
+#[test]
+fn every_element_is_the_grid_point_it_asks_for() {
+    let spec = spec();
+    let f = fixture(2, 4.0, spec.sampling_rule());
+    let options = LoaderOptions {
+        batch_size: 5,
+        workers: 2,
+        shuffle: Shuffle::Global,
+        ..LoaderOptions::default()
+    };
+    let loader = loader(&f, &spec, options);
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    // 4 s episodes, anchors every 0.1 s from 1.0 s while 0.98 s of actions still fit.
+    assert!(
+        loader.total_samples() >= 2 * 18,
+        "{}",
+        loader.total_samples()
+    );
+    let batches = all_batches(&loader, 0);
+    assert_eq!(samples(&batches).len() as u64, loader.total_samples());
+
+    let mut decoder = H264Decoder::new().expect("decoder");
+    let mut image_decoder = ImageDecoder::new();
+    let mut psnrs = Vec::new();
+    for batch in &batches {
+        assert!(batch.skipped.is_empty(), "{:?}", batch.skipped);
+        let rows = batch
+            .get("episode_row")
+            .and_then(|t| t.as_i64())
+            .expect("rows");
+        let anchors = batch
+            .get("anchor_ns")
+            .and_then(|t| t.as_i64())
+            .expect("anchors");
+        for (slot, (&row, &anchor)) in rows.iter().zip(anchors).enumerate() {
+            let uri = manifest
+                .episode(row as usize)
+                .expect("row")
+                .uri()
+                .expect("uri")
+                .to_string();
+            let path = f.dir.path().join(&uri);
+            let reader =
+                EpisodeReader::open(MmapSource::open(&path).expect("mmap")).expect("opens");
+            // Numeric streams: exactly the grid point at the requested time, same values.
+            for (name, topic, offsets) in [
+                (
+                    "state",
+                    "/joint_states",
+                    (0..200)
+                        .map(|i| (i - 199) * 5_000_000)
+                        .collect::<Vec<i64>>(),
+                ),
+                (
+                    "action",
+                    "/action",
+                    (0..50).map(|i| i * 20_000_000).collect(),
+                ),
+            ] {
+                let values = batch.get(name).expect("values");
+                let fields = values.shape[2];
+                let times = batch
+                    .get(&format!("{name}.time_ns"))
+                    .and_then(|t| t.as_i64())
+                    .expect("times");
+                let mask = batch
+                    .get(&format!("{name}.mask"))
+                    .and_then(|t| t.as_u8())
+                    .expect("mask");
+                let first = (anchor + offsets[0]) as u64;
+                let last = (anchor + offsets[offsets.len() - 1]) as u64;
+                let truth = reader
+                    .signals(&[topic], first..last + 1)
+                    .expect("signals")
+                    .remove(0);
+                let by_time: BTreeMap<u64, &[f64]> = truth
+                    .log_times
+                    .iter()
+                    .copied()
+                    .zip(truth.values.chunks(fields))
+                    .collect();
+                for (i, offset) in offsets.iter().enumerate() {
+                    let e = slot * offsets.len() + i;
+                    let requested = anchor + offset;
+                    let Some(expected) = by_time.get(&(requested as u64)) else {
+                        // A grid point missing in a gap: interpolated or masked, never a neighbour.
+                        assert_eq!(
+                            times[e], requested,
+                            "{name}: off-grid element not at its time"
+                        );
+                        continue;
+                    };
+                    assert_eq!(mask[e], 1, "{name} at {requested}");
+                    assert_eq!(times[e], requested, "{name}: zero time error on the grid");
+                    let got = &values.as_f32().expect("f32")[e * fields..(e + 1) * fields];
+                    for (g, x) in got.iter().zip(*expected) {
+                        assert_eq!(*g, *x as f32, "{name} value at {requested}");
+                    }
+                }
+            }
+            // Cameras: the frame on the grid at each offset (grid periods are whole ns, so
+            // frame times drift from exact multiples by under a microsecond), with the
+            // pixels an independent decode gives and close to the landing JPEG.
+            for (name, topic, offsets, chw) in [
+                ("high", HIGH, vec![-500_000_000i64, 0], false),
+                ("wrist", WRIST, vec![0i64], true),
+            ] {
+                let frames = batch.get(name).and_then(|t| t.as_u8()).expect("frames");
+                let times = batch
+                    .get(&format!("{name}.time_ns"))
+                    .and_then(|t| t.as_i64())
+                    .expect("times");
+                let mask = batch
+                    .get(&format!("{name}.mask"))
+                    .and_then(|t| t.as_u8())
+                    .expect("mask");
+                for (j, offset) in offsets.iter().enumerate() {
+                    let e = slot * offsets.len() + j;
+                    let requested = anchor + offset;
+                    assert!(
+                        (times[e] - requested).abs() < 100_000,
+                        "{name}: frame {} for {requested}",
+                        times[e]
+                    );
+                    assert_eq!(mask[e], 1);
+                    let independent = reader
+                        .frames_at(topic, &[times[e] as u64], &mut decoder, None)
+                        .expect("decodes")
+                        .remove(0);
+                    let got = &frames[e * 64 * 48 * 3..(e + 1) * 64 * 48 * 3];
+                    let hwc: Vec<u8> = if chw {
+                        (0..64 * 48)
+                            .flat_map(|p| [got[p], got[64 * 48 + p], got[2 * 64 * 48 + p]])
+                            .collect()
+                    } else {
+                        got.to_vec()
+                    };
+                    assert_eq!(hwc, independent.data, "{name} pixels at {}", times[e]);
+                    psnrs.push(landing_psnr(
+                        &f.landing[&uri],
+                        topic,
+                        times[e],
+                        &independent,
+                        &mut image_decoder,
+                    ));
+                }
+            }
+        }
+    }
+    let mean = psnrs.iter().sum::<f64>() / psnrs.len() as f64;
+    assert!(
+        mean > 30.0,
+        "mean PSNR against the landing frames {mean:.1} dB"
+    );
+}
+
+/// PSNR of `frame` against the landing JPEG nearest `time` (the better of its neighbours).
+fn landing_psnr(
+    landing: &[u8],
+    topic: &str,
+    time: i64,
+    frame: &RgbImage,
+    decoder: &mut ImageDecoder,
+) -> f64 {
+    let landing = decode_landing("landing", "landing", landing).expect("landing");
+    let camera = landing
+        .episode
+        .cameras
+        .iter()
+        .find(|c| c.topic == topic)
+        .expect("camera");
+    let i = camera
+        .frames
+        .partition_point(|f| (f.log_time as i64) < time);
+    camera.frames[i.saturating_sub(1)..(i + 1).min(camera.frames.len())]
+        .iter()
+        .map(|f| {
+            let format = ImageFormat::sniff(&f.data).expect("image format");
+            let image = decoder.decode(format, &f.data).expect("jpeg");
+            psnr(&image.data, &frame.data)
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn the_order_is_deterministic_and_shards_partition_the_samples() {
+    let spec = spec();
+    let f = fixture(3, 3.0, SamplingRule::at_hz(10.0, 1.0, 1.0));
+    for shuffle in [Shuffle::Global, Shuffle::Locality { run: 4 }] {
+        let options = |workers, seed, rank, world| LoaderOptions {
+            batch_size: 3,
+            workers,
+            seed,
+            rank,
+            world,
+            shuffle,
+            ..LoaderOptions::default()
+        };
+        let one = loader(&f, &spec, options(1, 7, 0, 1));
+        let a = all_batches(&one, 0);
+        let b = all_batches(&loader(&f, &spec, options(3, 7, 0, 1)), 0);
+        assert_eq!(a, b, "{shuffle:?}: worker count changes nothing");
+        let other_seed = samples(&all_batches(&loader(&f, &spec, options(2, 8, 0, 1)), 0));
+        let other_epoch = samples(&all_batches(&one, 1));
+        let all = samples(&a);
+        assert_ne!(all, other_seed, "{shuffle:?}: seed changes the order");
+        assert_ne!(all, other_epoch, "{shuffle:?}: epoch changes the order");
+        let sorted = |v: &[(i64, i64)]| v.iter().copied().collect::<BTreeSet<_>>();
+        assert_eq!(sorted(&all), sorted(&other_seed));
+        assert_eq!(all.len() as u64, one.total_samples());
+        assert_eq!(sorted(&all).len(), all.len(), "no sample twice in an epoch");
+
+        let mut union = BTreeSet::new();
+        let mut count = 0;
+        for rank in 0..3 {
+            let shard = samples(&all_batches(&loader(&f, &spec, options(2, 7, rank, 3)), 0));
+            count += shard.len();
+            union.extend(shard);
+        }
+        assert_eq!(count, all.len(), "{shuffle:?}: shards are disjoint");
+        assert_eq!(
+            union,
+            sorted(&all),
+            "{shuffle:?}: shards cover every sample"
+        );
+    }
+}
+
+#[test]
+fn locality_runs_are_served_together() {
+    let spec = spec();
+    let rule = spec.sampling_rule();
+    let f = fixture(2, 4.0, rule);
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    let run = 4;
+    let options = LoaderOptions {
+        batch_size: 3,
+        shuffle: Shuffle::Locality { run },
+        ..LoaderOptions::default()
+    };
+    let all = samples(&all_batches(&loader(&f, &spec, options), 0));
+    // The run of a sample: its episode and which `run` consecutive anchors it is among.
+    let run_of = |(row, anchor): (i64, i64)| {
+        let start = manifest.episode(row as usize).expect("row").start_ns();
+        let k = (anchor - start - rule.before_ns as i64) / rule.period_ns as i64;
+        (row, k as u64 / run)
+    };
+    let mut seen = BTreeSet::new();
+    let mut previous = None;
+    for &sample in &all {
+        let r = run_of(sample);
+        if previous != Some(r) {
+            assert!(
+                seen.insert(r),
+                "run {r:?} is split: its samples must come together"
+            );
+            previous = Some(r);
+        }
+    }
+    assert!(
+        seen.len() > 2 && seen.len() < all.len(),
+        "{} runs",
+        seen.len()
+    );
+}
+
+#[test]
+fn resuming_gives_the_batches_an_uninterrupted_run_gives() {
+    let spec = spec();
+    let f = fixture(2, 3.0, spec.sampling_rule());
+    for shuffle in [Shuffle::Global, Shuffle::Locality { run: 5 }] {
+        let options = LoaderOptions {
+            batch_size: 2,
+            workers: 2,
+            seed: 3,
+            shuffle,
+            ..LoaderOptions::default()
+        };
+        let loader = loader(&f, &spec, options);
+        let uninterrupted = all_batches(&loader, 2);
+        let mut first = loader.epoch(2).expect("epoch");
+        let head: Vec<Batch> = first.by_ref().take(3).map(|b| b.expect("batch")).collect();
+        let state = first.state();
+        assert_eq!(state, LoaderState { epoch: 2, batch: 3 });
+        drop(first);
+        // The state survives a checkpoint as JSON.
+        let state: LoaderState =
+            serde_json::from_str(&serde_json::to_string(&state).expect("json")).expect("parses");
+        let rest: Vec<Batch> = loader
+            .resume(state)
+            .expect("resumes")
+            .map(|b| b.expect("batch"))
+            .collect();
+        let resumed: Vec<Batch> = head.into_iter().chain(rest).collect();
+        assert_eq!(resumed, uninterrupted, "{shuffle:?}");
+    }
+}
+
+#[test]
+fn padding_masks_what_lies_outside_the_episode() {
+    let mut spec = spec();
+    spec.edge = EdgePolicy::Pad;
+    let f = fixture(1, 2.0, spec.sampling_rule());
+    let options = LoaderOptions {
+        batch_size: 64,
+        shuffle: Shuffle::Global,
+        ..LoaderOptions::default()
+    };
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    let (start, end) = {
+        let e = manifest.episode(0).expect("row");
+        (e.start_ns(), e.end_ns())
+    };
+    let loader = loader(&f, &spec, options);
+    let batch = all_batches(&loader, 0).remove(0);
+    assert!(batch.skipped.is_empty(), "{:?}", batch.skipped.first());
+    assert_eq!(batch.len() as u64, loader.total_samples());
+    let anchors = batch
+        .get("anchor_ns")
+        .and_then(|t| t.as_i64())
+        .expect("anchors");
+    assert!(
+        anchors.contains(&start),
+        "pad anchors start at the episode start"
+    );
+    let times = batch
+        .get("state.time_ns")
+        .and_then(|t| t.as_i64())
+        .expect("times");
+    let mask = batch
+        .get("state.mask")
+        .and_then(|t| t.as_u8())
+        .expect("mask");
+    let values = batch.get("state").and_then(|t| t.as_f32()).expect("values");
+    let fields = batch.get("state").expect("state").shape[2];
+    let (mut outside, mut inside) = (0, 0);
+    for (e, (&t, &m)) in times.iter().zip(mask).enumerate() {
+        if t < start {
+            assert_eq!(m, 0, "state before the start is masked");
+            assert!(
+                values[e * fields..(e + 1) * fields]
+                    .iter()
+                    .all(|v| *v == 0.0)
+            );
+            outside += 1;
+        } else if m == 1 {
+            inside += 1;
+        }
+    }
+    assert!(
+        outside > 0 && inside > 0,
+        "{outside} outside, {inside} inside"
+    );
+    let action_times = batch
+        .get("action.time_ns")
+        .and_then(|t| t.as_i64())
+        .expect("times");
+    let action_mask = batch
+        .get("action.mask")
+        .and_then(|t| t.as_u8())
+        .expect("mask");
+    assert!(
+        action_times
+            .iter()
+            .zip(action_mask)
+            .any(|(&t, &m)| t > end && m == 0)
+    );
+}
+
+#[test]
+fn a_corrupt_episode_is_skipped_and_reported() {
+    let spec = spec();
+    let f = fixture(3, 3.0, spec.sampling_rule());
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    let bad_uri = manifest
+        .episode(1)
+        .expect("row")
+        .uri()
+        .expect("uri")
+        .to_string();
+    let bad = f.dir.path().join(&bad_uri);
+    let mut bytes = std::fs::read(&bad).expect("reads");
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&bad, bytes).expect("corrupts");
+    let options = LoaderOptions {
+        batch_size: 4,
+        workers: 2,
+        shuffle: Shuffle::Global,
+        ..LoaderOptions::default()
+    };
+    let loader = loader(&f, &spec, options);
+    let batches = all_batches(&loader, 0);
+    let skipped: Vec<_> = batches.iter().flat_map(|b| b.skipped.iter()).collect();
+    let bad_samples = manifest.episode(1).expect("row").num_samples() as usize;
+    assert_eq!(
+        skipped.len(),
+        bad_samples,
+        "every sample of the bad episode is reported"
+    );
+    assert!(
+        skipped
+            .iter()
+            .all(|s| s.uri == bad_uri && !s.reason.is_empty())
+    );
+    let good = samples(&batches);
+    assert_eq!(
+        good.len() as u64,
+        loader.total_samples() - bad_samples as u64
+    );
+    assert!(good.iter().all(|(row, _)| *row != 1));
+}
+
+#[test]
+fn the_block_cache_serves_the_same_batches() {
+    let spec = spec();
+    let f = fixture(1, 3.0, spec.sampling_rule());
+    let options = LoaderOptions {
+        batch_size: 4,
+        shuffle: Shuffle::Global,
+        ..LoaderOptions::default()
+    };
+    let direct = all_batches(&loader(&f, &spec, options.clone()), 0);
+    let cache_dir = tempfile::tempdir().expect("tempdir");
+    let mut config = reel_cache::CacheConfig::new(cache_dir.path(), 1 << 30);
+    config.block_size = 256 << 10;
+    let cache = reel_cache::BlockCache::for_store(config, &store(f.dir.path())).expect("cache");
+    let cache = std::sync::Arc::new(cache);
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    let cached =
+        Loader::new(manifest, &spec, Sources::Cache(cache.clone()), options).expect("loader");
+    assert_eq!(all_batches(&cached, 0), direct);
+    let metrics = cache.metrics();
+    assert!(metrics.hits > 0, "{metrics:?}");
+}
+
+#[test]
+fn a_spec_the_episodes_cannot_serve_is_refused_with_the_reason() {
+    let spec = spec();
+    let f = fixture(1, 2.5, spec.sampling_rule());
+    let mut wrong = spec.clone();
+    wrong.cameras[0].topic = "/camera/missing".into();
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    let err = Loader::new(
+        manifest,
+        &wrong,
+        Sources::Store(store(f.dir.path())),
+        LoaderOptions::default(),
+    )
+    .expect_err("refused")
+    .to_string();
+    assert!(err.contains("/camera/missing"), "{err}");
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    let options = LoaderOptions {
+        rank: 2,
+        world: 2,
+        ..LoaderOptions::default()
+    };
+    let err = Loader::new(
+        manifest,
+        &spec,
+        Sources::Store(store(f.dir.path())),
+        options,
+    )
+    .expect_err("bad shard")
+    .to_string();
+    assert!(err.contains("rank 2"), "{err}");
+}
