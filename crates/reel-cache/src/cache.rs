@@ -386,17 +386,11 @@ impl Inner {
     }
 
     fn meta_path(&self, path: &str) -> PathBuf {
-        self.config.dirs[0].join("objects").join(format!(
-            "{:032x}.json",
-            XxHash3_128::oneshot(path.as_bytes())
-        ))
+        meta_path(&self.config, path)
     }
 
     fn read_meta(&self, path: &str) -> Option<ObjectMeta> {
-        let text = std::fs::read(self.meta_path(path)).ok()?;
-        let meta: ObjectMeta = serde_json::from_slice(&text).ok()?;
-        // A hash collision between two paths would show here; treat it as unknown.
-        (meta.path == path).then_some(meta)
+        read_meta(&self.config, path)
     }
 
     fn write_meta(&self, meta: &ObjectMeta) -> Result<()> {
@@ -426,14 +420,7 @@ impl Inner {
     }
 
     pub(crate) fn block_path(&self, id: u128, index: u64) -> PathBuf {
-        let dirs = &self.config.dirs;
-        let mut key = [0u8; 24];
-        key[..16].copy_from_slice(&id.to_le_bytes());
-        key[16..].copy_from_slice(&index.to_le_bytes());
-        let dir = &dirs[(XxHash3_64::oneshot(&key) % dirs.len() as u64) as usize];
-        dir.join("blocks")
-            .join(format!("{id:032x}"))
-            .join(format!("{index}.blk"))
+        block_path(&self.config, id, index)
     }
 
     fn temp_path(&self, dest: &Path) -> PathBuf {
@@ -727,6 +714,34 @@ fn touch(block: &BlockFile) {
         // Best effort: a block we cannot touch is merely evicted sooner.
         let _ = block.file.set_modified(now);
     }
+}
+
+/// Where the cache records what it knows of object `path`: `<dirs[0]>/objects/<hash>.json`.
+fn meta_path(config: &CacheConfig, path: &str) -> PathBuf {
+    config.dirs[0].join("objects").join(format!(
+        "{:032x}.json",
+        XxHash3_128::oneshot(path.as_bytes())
+    ))
+}
+
+/// The object record for `path`, if the cache has one.
+pub(crate) fn read_meta(config: &CacheConfig, path: &str) -> Option<ObjectMeta> {
+    let text = std::fs::read(meta_path(config, path)).ok()?;
+    let meta: ObjectMeta = serde_json::from_slice(&text).ok()?;
+    // A hash collision between two paths would show here; treat it as unknown.
+    (meta.path == path).then_some(meta)
+}
+
+/// The file of block `index` of object `id`, in the folder the block hashes to.
+pub(crate) fn block_path(config: &CacheConfig, id: u128, index: u64) -> PathBuf {
+    let dirs = &config.dirs;
+    let mut key = [0u8; 24];
+    key[..16].copy_from_slice(&id.to_le_bytes());
+    key[16..].copy_from_slice(&index.to_le_bytes());
+    let dir = &dirs[(XxHash3_64::oneshot(&key) % dirs.len() as u64) as usize];
+    dir.join("blocks")
+        .join(format!("{id:032x}"))
+        .join(format!("{index}.blk"))
 }
 
 /// Object id: the hash of path, version and block size.

@@ -49,6 +49,7 @@
 mod block;
 mod cache;
 mod config;
+mod coverage;
 mod evict;
 mod metrics;
 mod warm;
@@ -57,6 +58,7 @@ use std::path::{Path, PathBuf};
 
 pub use cache::{BlockCache, CachedObject};
 pub use config::{CacheConfig, DEFAULT_BLOCK_SIZE, DEFAULT_PAGE_SIZE};
+pub use coverage::{Coverage, cached_coverage};
 pub use evict::{PinList, PinnedObject, ScanReport};
 pub use metrics::CacheMetrics;
 pub use warm::{WarmItem, WarmOptions, WarmPlan, WarmProgress, WarmReport};
