@@ -1,7 +1,8 @@
 //! reel-preflight: check a node before a job starts.
 //!
 //! One JSON object with every check on stdout, a table on stderr. Exits 0 when no check
-//! failed (warnings and skipped checks do not fail), 1 when one did, 2 on bad arguments.
+//! failed (warnings and skipped checks do not fail), 1 when one did, 2 on bad arguments
+//! or an unreadable configuration.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,8 +30,12 @@ struct Args {
 
 fn main() -> Result<ExitCode> {
     let args = Args::parse();
-    let mut config = match &args.config {
-        Some(path) => PreflightConfig::from_toml_file(path)?,
+    let mut config = match args.config.as_deref().map(PreflightConfig::from_toml_file) {
+        Some(Ok(config)) => config,
+        Some(Err(e)) => {
+            eprintln!("reel-preflight: {e}");
+            return Ok(ExitCode::from(2));
+        }
         None => PreflightConfig::default(),
     };
     if let Some(mib) = args.io_test_mib {
