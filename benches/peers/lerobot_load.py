@@ -456,7 +456,7 @@ def main() -> int:
 
     # DataLoader workers run torch on one thread; with num_workers=0 the loading runs in this
     # process, whose default (one thread per core) turns LeRobot's small tensor ops (stack,
-    # cdist, min) into OpenMP fork-joins that cost 3-4x the CPU on a busy 2-core machine.
+    # cdist, min) into OpenMP fork-joins that cost about 4x the CPU on a busy 2-core machine.
     if args.torch_threads > 0:
         torch.set_num_threads(args.torch_threads)
     rows = []
