@@ -72,6 +72,13 @@ struct Args {
     /// Write the batches to stdout as an Arrow IPC stream.
     #[arg(long)]
     dump: bool,
+    /// Also pack each batch's valid steps of --pack-stream into rows of this many tokens
+    /// and report the padding fraction.
+    #[arg(long)]
+    pack_budget: Option<usize>,
+    /// Numeric stream (spec name) to pack.
+    #[arg(long, default_value = "state")]
+    pack_stream: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -94,6 +101,7 @@ struct Report {
     batch_wait_p99_ms: f64,
     peak_rss_mib: f64,
     cache_hit_rate: Option<f64>,
+    pack_padding_fraction: Option<f64>,
     state: LoaderState,
 }
 
@@ -161,6 +169,7 @@ fn main() -> anyhow::Result<()> {
         batch: 0,
     };
     let mut delivered = 0;
+    let mut padded = (0u64, 0u64);
     let loading = Instant::now();
     while delivered < args.batches {
         let mut batches = loader.resume(state)?;
@@ -181,6 +190,12 @@ fn main() -> anyhow::Result<()> {
                 eprintln!("skipped {} at {}: {}", s.uri, s.anchor_ns, s.reason);
             }
             skipped += batch.skipped.len() as u64;
+            if let Some(budget) = args.pack_budget {
+                let packed = reel_loader::pack(&batch, &args.pack_stream, budget)?;
+                let total = packed.tokens.shape[0] * budget;
+                padded.0 += (packed.padding_fraction * total as f64).round() as u64;
+                padded.1 += total as u64;
+            }
             if let Some(dump) = dump.as_mut() {
                 dump.write(batch)?;
             }
@@ -232,6 +247,9 @@ fn main() -> anyhow::Result<()> {
         batch_wait_p99_ms: quantile(0.99),
         peak_rss_mib: peak_rss_mib(),
         cache_hit_rate: cache.map(|c| c.metrics().hit_rate()),
+        pack_padding_fraction: args
+            .pack_budget
+            .map(|_| padded.0 as f64 / padded.1.max(1) as f64),
         state,
     };
     eprintln!(

@@ -39,7 +39,7 @@ pub enum CurateError {
     Store {
         uri: String,
         #[source]
-        source: reel_io::Error,
+        source: Box<reel_io::Error>,
     },
     #[error("warehouse {uri} has no episode files under {EPISODES_PREFIX}")]
     EmptyWarehouse { uri: String },
@@ -74,7 +74,7 @@ impl Warehouse {
     pub fn open(uri: &str) -> Result<Self, CurateError> {
         let err = |source| CurateError::Store {
             uri: uri.to_string(),
-            source,
+            source: Box::new(source),
         };
         Self::from_store(Store::open(uri).map_err(err)?)
     }
@@ -84,7 +84,7 @@ impl Warehouse {
         let uri = store.uri().to_string();
         let err = |source| CurateError::Store {
             uri: uri.clone(),
-            source,
+            source: Box::new(source),
         };
         let mut files = Vec::new();
         for key in store.list_recursive(EPISODES_PREFIX).map_err(err)? {
@@ -142,7 +142,7 @@ impl Warehouse {
                 for (key, _) in &self.files {
                     let bytes = self.store.read(key).map_err(|source| CurateError::Store {
                         uri: self.store.uri().to_string(),
-                        source,
+                        source: Box::new(source),
                     })?;
                     buffers.push(polars_buffer_from(bytes.to_vec()));
                 }
@@ -390,13 +390,13 @@ pub mod synthetic {
         let seconds = 20 + (h >> 40) % 160;
         let qc_bits = mix(h) ^ version as u64;
         let qc = QcSummary {
-            camera_blackout: qc_bits % 50 == 0,
-            frozen_frames: (qc_bits >> 8) % 40 == 0,
-            corrupt_frames: (qc_bits >> 16) % 100 == 0,
-            choppy_joints: (qc_bits >> 24) % 30 == 0,
-            hand_dropout: (qc_bits >> 32) % 25 == 0,
-            timestamp_gap: (qc_bits >> 40) % 60 == 0,
-            rate_shortfall: (qc_bits >> 48) % 200 == 0,
+            camera_blackout: qc_bits.is_multiple_of(50),
+            frozen_frames: (qc_bits >> 8).is_multiple_of(40),
+            corrupt_frames: (qc_bits >> 16).is_multiple_of(100),
+            choppy_joints: (qc_bits >> 24).is_multiple_of(30),
+            hand_dropout: (qc_bits >> 32).is_multiple_of(25),
+            timestamp_gap: (qc_bits >> 40).is_multiple_of(60),
+            rate_shortfall: (qc_bits >> 48).is_multiple_of(200),
             dark_frame_ratio: ((qc_bits >> 4) % 1000) as f64 / 20_000.0,
             frozen_frame_ratio: ((qc_bits >> 12) % 1000) as f64 / 50_000.0,
             max_joint_step_rad: ((qc_bits >> 20) % 1000) as f64 / 2_000.0,

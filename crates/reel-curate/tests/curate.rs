@@ -57,7 +57,8 @@ fn filters_return_exactly_the_expected_rows() {
     assert_eq!(warehouse.files().len(), 2);
     let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
     let march = 1_740_787_200_000_000_000i64; // 2025-03-01T00:00:00Z
-    let cases: Vec<(&str, Box<dyn Fn(&Row) -> bool>)> = vec![
+    type Keep = Box<dyn Fn(&Row) -> bool>;
+    let cases: Vec<(&str, Keep)> = vec![
         ("SELECT * FROM episodes", Box::new(|_| true)),
         (
             "SELECT * FROM episodes WHERE task = 'fold_towel'",

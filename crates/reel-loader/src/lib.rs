@@ -15,6 +15,8 @@
 //!   ([`Shuffle::Locality`]: one read and one GOP decode serve a whole run).
 //! - [`LoaderState`] (epoch, batch) resumes a run exactly where it stopped.
 //! - A corrupt episode is skipped and reported in [`Batch::skipped`], never a crash.
+//! - [`pack`] packs variable-length samples (valid steps of a stream) into fixed token
+//!   budgets with `cu_seqlens` and position ids for variable-length attention.
 //!
 //! ```
 //! use reel_loader::{Loader, LoaderOptions, SampleSpec, Sources};
@@ -68,10 +70,12 @@ mod batch;
 mod error;
 mod loader;
 mod order;
+mod pack;
 mod spec;
 
 pub use batch::{Batch, DType, Skipped, Tensor, TensorData};
 pub use error::{LoaderError, Result};
 pub use loader::{Batches, LoadStats, Loader, LoaderOptions, LoaderState, Sources};
 pub use order::Shuffle;
+pub use pack::{PackError, Packed, pack};
 pub use spec::{CameraSpec, EdgePolicy, Layout, ProprioKind, ProprioSpec, SampleSpec};
