@@ -3,6 +3,7 @@
 # object store. Each stage is one of Reel's CLIs, chained as a user would.
 #
 #   scripts/main-job.sh [--episodes N] [--seconds S] [--cameras C] [--seed K] [--work DIR]
+#                       [--batches B] [--workers W] [--steps N] [--crash-after STEP]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -10,6 +11,10 @@ episodes=6
 seconds=10
 cameras=3
 seed=0
+batches=30
+workers=2
+steps=150
+crash_after=
 REEL_CACHE=${REEL_CACHE:-$HOME/.cache/reel}
 work=$REEL_CACHE/main-job
 while [ $# -gt 0 ]; do
@@ -19,7 +24,11 @@ while [ $# -gt 0 ]; do
     --cameras) cameras=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    --batches) batches=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --crash-after) crash_after=$2; shift 2 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
     *) echo "main-job: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -27,7 +36,9 @@ done
 scripts/setup.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REEL_CACHE/target}
 echo "main-job: building the CLIs (release)" >&2
-cargo build --release --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-cli -p reel-inspect-cli
+cargo build --release --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-cli -p reel-inspect-cli \
+  -p reel-curate-cli -p reel-warm-cli -p reel-load-cli -p reel-preflight-cli -p reel-supervise-cli \
+  -p reel-train-policy
 bin=$CARGO_TARGET_DIR/release
 
 # Start from nothing: the job owns $work.
@@ -52,6 +63,42 @@ done
 echo "== layout of one canonical episode" >&2
 first=$(ls "$store"/canonical/*.mcap | head -1)
 "$bin/reel-inspect" "$first" >&2
+
+# The sample every training step reads (testdata/spec.toml) reaches 1.0 s back and
+# 0.98 s ahead of its anchor: curate with the same rule, so the loader uses the
+# manifest's own sample index.
+# The most recent episode is held out from training to measure the policy on.
+usable="NOT qc_camera_blackout AND NOT qc_corrupt_frames"
+latest="SELECT episode_id FROM episodes WHERE $usable ORDER BY recorded_at DESC LIMIT 1"
+echo "== curate: SQL over the warehouse into memory-mapped train and held-out manifests" >&2
+"$bin/reel-curate" --warehouse "$store" \
+  --sql "SELECT * FROM episodes WHERE $usable AND episode_id NOT IN ($latest) ORDER BY recorded_at" \
+  -o "$work/manifest.arrow" --anchor-hz 10 --before 1.0 --after 0.98 > "$work/curate.jsonl"
+"$bin/reel-curate" --warehouse "$store" \
+  --sql "SELECT * FROM episodes WHERE episode_id IN ($latest)" \
+  -o "$work/heldout.arrow" --anchor-hz 10 --before 1.0 --after 0.98 > "$work/curate-heldout.jsonl"
+
+echo "== warm: fetch both manifests' working sets into the node-local block cache" >&2
+for m in manifest heldout; do
+  "$bin/reel-warm" --manifest "$work/$m.arrow" --store "$store" --cache "$work/cache" \
+    --capacity 4G --quiet > "$work/warm-$m.jsonl"
+done
+
+echo "== load: $batches batches of the default sample through the cache" >&2
+"$bin/reel-load" --manifest "$work/manifest.arrow" --spec testdata/spec.toml --store "$store" \
+  --cache "$work/cache" --cache-gib 4 --batch-size 8 --workers "$workers" --batches "$batches" \
+  --json > "$work/load.jsonl"
+
+# Training: one supervisor per node runs the node checks, starts the trainer, and
+# restarts it from its last complete checkpoint if it crashes or stops beating.
+echo "== train: a policy on reel-loader batches with Muon, under reel-supervise" >&2
+rm -rf "$work/checkpoints"
+"$bin/reel-supervise" --checkpoints "$work/checkpoints" --heartbeat "$work/heartbeat" --hang-after 120 \
+  --backoff-ms 200 --preflight-cache "$work/cache" --preflight-manifest "$work/manifest.arrow" -- \
+  "$bin/train-policy" --manifest "$work/manifest.arrow" --heldout "$work/heldout.arrow" \
+  --spec testdata/spec.toml --store "$store" --cache "$work/cache" --steps "$steps" \
+  --workers "$workers" --summary "$work/train.json" ${crash_after:+--crash-after "$crash_after"} \
+  > "$work/supervise.jsonl"
 
 # Summary from the machine output of each stage.
 "$REEL_CACHE/venv/bin/python" - "$work" "$store" <<'PY' >&2
@@ -80,6 +127,26 @@ rows = [
     ("episodes with QC flags", len(flagged)),
     ("quarantined", len(quarantined)),
     ("warehouse files", len(parts)),
+]
+curate = next(lines("curate.jsonl"), {})
+heldout = next(lines("curate-heldout.jsonl"), {})
+warm = list(lines("warm-*.jsonl"))
+load = next(lines("load.jsonl"), {})
+train = json.load(open(os.path.join(work, "train.json")))
+restarts = [e for e in lines("supervise.jsonl") if e.get("event") == "restart"]
+rows += [
+    ("manifest rows: train / held-out", f"{curate.get('rows', '-')} / {heldout.get('rows', '-')}"),
+    ("training samples in the manifest", curate.get("samples", "-")),
+    ("curation seconds", f"{curate.get('seconds', 0):.2f}"),
+    ("MB warmed into the cache", f"{sum(w.get('report', {}).get('fetched_bytes', 0) for w in warm) / 1e6:.1f}"),
+    ("loader cache hit rate", f"{100 * (load.get('cache_hit_rate') or 0):.1f}%"),
+    ("loader samples/s", f"{load.get('samples_per_s', 0):.1f}"),
+    ("loader samples per CPU-second", f"{load.get('samples_per_cpu_s', 0):.1f}"),
+    ("loader time to first batch, s", f"{load.get('time_to_first_batch_s', 0):.2f}"),
+    ("training steps (restarts)", f"{train['steps']} ({len(restarts)})"),
+    ("training steps/s", f"{train['steps_per_s']:.1f}"),
+    ("share of step time waiting for data", f"{100 * train['data_wait_share']:.0f}%"),
+    ("held-out loss before -> after", f"{train['heldout_loss_before']:.4f} -> {train['heldout_loss_after']:.4f}"),
 ]
 print("\nmain job summary")
 for name, value in rows:

@@ -1,0 +1,176 @@
+//! The main job, shortened: synthesise landing episodes, ingest them (canonical MCAP and
+//! warehouse rows), curate train and held-out manifests with SQL, warm the block cache,
+//! then train under supervision with a crash in the middle: the supervised run ends
+//! with exactly the parameters of an uninterrupted one, and the training loss falls.
+
+use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use reel_cache::{BlockCache, CacheConfig, WarmItem, WarmOptions};
+use reel_curate::{Warehouse, curate_to_manifest};
+use reel_io::Store;
+use reel_loader::SampleSpec;
+use reel_pipeline::{PipelineConfig, encode_warehouse, process_episode};
+use reel_resilience::supervise::{Outcome, SuperviseConfig, supervise};
+use reel_synth::{SynthConfig, generate_episode};
+
+const TRAINER: &str = env!("CARGO_BIN_EXE_train-policy");
+
+fn spec_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/spec.toml")
+}
+
+fn summary(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("summary written"))
+        .expect("summary is JSON")
+}
+
+#[test]
+fn the_chain_trains_and_a_crashed_run_resumes_exactly() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let root = work.path().join("store");
+    std::fs::create_dir_all(root.join("canonical")).expect("mkdir");
+    std::fs::create_dir_all(root.join("episodes")).expect("mkdir");
+
+    // Synth + ingest.
+    let synth = SynthConfig {
+        seed: 11,
+        seconds: 5.0,
+        cameras: 3,
+        width: 64,
+        height: 48,
+        ..SynthConfig::default()
+    };
+    let mut summaries = Vec::new();
+    for i in 0..5 {
+        let landing = generate_episode(&synth, i).expect("synth");
+        let episode = process_episode(
+            &landing.name,
+            &landing.name,
+            &landing.mcap,
+            &PipelineConfig::default(),
+        )
+        .expect("ingests");
+        std::fs::write(root.join(&episode.summary.canonical_key), &episode.bytes).expect("writes");
+        let mut summary = episode.summary;
+        summary.bytes = episode.bytes.len() as u64;
+        summaries.push(summary);
+    }
+    let parquet =
+        encode_warehouse("episodes", &summaries, 1_700_000_000_000_000_000).expect("rows");
+    std::fs::write(root.join("episodes/part-00000.parquet"), parquet).expect("writes");
+
+    // Curate: two episodes to train on, one held out.
+    let spec = SampleSpec::from_toml_file(spec_path()).expect("spec");
+    let warehouse = Warehouse::open(root.to_str().expect("utf-8")).expect("warehouse");
+    let heldout_id = &summaries[4].episode_id;
+    let train = work.path().join("train.arrow");
+    let heldout = work.path().join("heldout.arrow");
+    let rule = spec.sampling_rule();
+    let t = curate_to_manifest(
+        &warehouse,
+        &format!("SELECT * FROM episodes WHERE episode_id <> '{heldout_id}'"),
+        rule,
+        &train,
+    )
+    .expect("curates");
+    assert_eq!(t.rows, 4);
+    let h = curate_to_manifest(
+        &warehouse,
+        &format!("SELECT * FROM episodes WHERE episode_id = '{heldout_id}'"),
+        rule,
+        &heldout,
+    )
+    .expect("curates");
+    assert_eq!(h.rows, 1);
+
+    // Warm the cache with every episode.
+    let store = Store::open(root.to_str().expect("utf-8")).expect("store");
+    let cache_dir = work.path().join("cache");
+    let cache =
+        BlockCache::for_store(CacheConfig::new(&cache_dir, 4 << 30), &store).expect("cache");
+    let items: Vec<WarmItem> = summaries
+        .iter()
+        .map(|s| WarmItem::whole(&s.canonical_key))
+        .collect();
+    let options = WarmOptions::default();
+    let plan = cache.plan_warm(&items, &options).expect("plan");
+    let report = cache.warm(plan, &options, |_| {}).expect("warms");
+    assert!(report.fetched_bytes > 0);
+
+    let args = |checkpoints: &Path, summary: &Path| -> Vec<String> {
+        [
+            "--manifest",
+            train.to_str().expect("utf-8"),
+            "--heldout",
+            heldout.to_str().expect("utf-8"),
+            "--spec",
+            spec_path().to_str().expect("utf-8"),
+            "--store",
+            root.to_str().expect("utf-8"),
+            "--cache",
+            cache_dir.to_str().expect("utf-8"),
+            "--steps",
+            "60",
+            "--batch-size",
+            "8",
+            "--hidden",
+            "32",
+            "--muon-lr",
+            "0.005",
+            "--adamw-lr",
+            "0.001",
+            "--checkpoint-every",
+            "5",
+            "--checkpoints",
+            checkpoints.to_str().expect("utf-8"),
+            "--summary",
+            summary.to_str().expect("utf-8"),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+
+    // Uninterrupted.
+    let plain = work.path().join("plain.json");
+    let status = std::process::Command::new(TRAINER)
+        .args(args(&work.path().join("ckpt-plain"), &plain))
+        .status()
+        .expect("runs");
+    assert!(status.success());
+    let plain = summary(&plain);
+    // The policy fits its training episodes; held-out loss is reported (on a handful of
+    // tiny synthetic episodes it does not reliably fall within a test's budget).
+    let (first, last) = (
+        plain["train_loss_first"].as_f64().expect("loss"),
+        plain["train_loss_last"].as_f64().expect("loss"),
+    );
+    assert!(last < 0.8 * first, "training loss {first} -> {last}");
+    assert!(
+        plain["heldout_loss_after"]
+            .as_f64()
+            .is_some_and(f64::is_finite)
+    );
+
+    // Supervised, crashing after step 23: restarted from the checkpoint of step 20.
+    let supervised = work.path().join("supervised.json");
+    let mut command = vec![TRAINER.to_string()];
+    command.extend(args(&work.path().join("ckpt-supervised"), &supervised));
+    command.extend(["--crash-after".to_string(), "23".to_string()]);
+    let mut config = SuperviseConfig::new(command);
+    config.checkpoints = Some(work.path().join("ckpt-supervised"));
+    config.backoff = Duration::from_millis(10);
+    config.trainer_stdout_to_stderr = true;
+    let stop = AtomicUsize::new(0);
+    let mut events = Vec::new();
+    let outcome = supervise(&config, &stop, |e| events.push(format!("{e:?}"))).expect("supervises");
+    assert_eq!(outcome, Outcome::Done { restarts: 1 }, "{events:#?}");
+    let supervised = summary(&supervised);
+    assert_eq!(supervised["resumed_from"], 20);
+    assert_eq!(supervised["steps"], 60);
+    assert_eq!(
+        supervised["params_hash"], plain["params_hash"],
+        "the restarted run ends with the uninterrupted run's parameters"
+    );
+}
