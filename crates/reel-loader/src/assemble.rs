@@ -3,7 +3,7 @@
 //! straight into the batch's tensors.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use reel_io::ByteSource;
 use reel_mcap::{DecodedGop, EpisodeReader, SignalWindow};
@@ -100,7 +100,6 @@ pub(crate) struct Worker {
     shared: Arc<Shared>,
     decoder: H264Decoder,
     episodes: VecDeque<(usize, Arc<OpenEpisode>)>,
-    gops: VecDeque<((usize, usize), Arc<DecodedGop>)>,
     signals: VecDeque<SignalSpan>,
     bad: HashMap<usize, String>,
     pub counts: WorkerCounts,
@@ -126,7 +125,6 @@ impl Worker {
             shared,
             decoder,
             episodes: VecDeque::new(),
-            gops: VecDeque::new(),
             signals: VecDeque::new(),
             bad: HashMap::new(),
             counts: WorkerCounts::default(),
@@ -294,15 +292,26 @@ impl Worker {
         Ok(())
     }
 
-    fn cached_frame(&mut self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
-        let i = self
-            .gops
+    /// A decoded GOP of `key` showing time `t`, from the cache every worker shares (the
+    /// next samples of a run often go to another worker).
+    fn cached_frame(&self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
+        let mut gops = self.shared.gops.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = gops
             .iter()
             .position(|(k, g)| *k == key && g.frame_at(t).is_some())?;
-        let entry = self.gops.remove(i)?;
+        let entry = gops.remove(i)?;
         let gop = Arc::clone(&entry.1);
-        self.gops.push_front(entry);
+        gops.push_front(entry);
         Some(gop)
+    }
+
+    /// The earliest cached GOP of `key` starting after `t`.
+    fn first_gop_after(&self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
+        let gops = self.shared.gops.lock().unwrap_or_else(PoisonError::into_inner);
+        gops.iter()
+            .filter(|(k, g)| *k == key && g.start_ns > t)
+            .min_by_key(|(_, g)| g.start_ns)
+            .map(|(_, g)| Arc::clone(g))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -343,10 +352,11 @@ impl Worker {
                     uri: uri.to_string(),
                     source: Box::new(source),
                 })?;
+            let mut gops = self.shared.gops.lock().unwrap_or_else(PoisonError::into_inner);
             for gop in decoded.into_iter().flatten() {
-                self.gops.push_front((key, Arc::new(gop)));
+                gops.push_front((key, Arc::new(gop)));
             }
-            self.gops.truncate(self.shared.gop_cache.max(wanted.len()));
+            gops.truncate(self.shared.gop_cache.max(wanted.len()));
         }
         let frame_len = camera.width * camera.height * 3;
         for (j, (&q, offset)) in wanted.iter().zip(&camera.offsets_ns).enumerate() {
@@ -354,13 +364,7 @@ impl Worker {
             // masked: it is what the reader returned for such a time.
             let gop = self
                 .cached_frame(key, q)
-                .or_else(|| {
-                    self.gops
-                        .iter()
-                        .filter(|(k, g)| *k == key && g.start_ns > q)
-                        .min_by_key(|(_, g)| g.start_ns)
-                        .map(|(_, g)| Arc::clone(g))
-                })
+                .or_else(|| self.first_gop_after(key, q))
                 .ok_or_else(|| LoaderError::Mismatch {
                     uri: uri.to_string(),
                     reason: format!("{}: no frame near {}", camera.topic, anchor + offset),

@@ -1,7 +1,7 @@
 //! The loader: worker threads build batches ahead of the consumer, within a bounded
 //! prefetch window, and the consumer receives them in order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use reel_cache::BlockCache;
 use reel_io::{ByteSource, MmapSource, Store};
 use reel_manifest::Manifest;
-use reel_mcap::EpisodeReader;
+use reel_mcap::{DecodedGop, EpisodeReader};
 use serde::{Deserialize, Serialize};
 
 use crate::assemble::{CameraPlan, ProprioPlan, Worker};
@@ -54,7 +54,7 @@ pub struct LoaderOptions {
     pub shuffle: Shuffle,
     /// Leave out a last, smaller batch.
     pub drop_last: bool,
-    /// Decoded GOPs each worker keeps for nearby samples.
+    /// Decoded GOPs kept for nearby samples, per worker (the cache is shared).
     pub gop_cache: usize,
 }
 
@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     /// Every numeric topic of the spec, read together (one read of their group).
     pub proprio_topics: Vec<String>,
     pub whole_gops: bool,
+    /// Decoded GOPs kept for the next samples, shared by every worker, most recent first.
+    pub gops: Mutex<VecDeque<((usize, usize), Arc<DecodedGop>)>>,
     pub gop_cache: usize,
     pub signal_widen_ns: i64,
     pub options: LoaderOptions,
@@ -222,7 +224,8 @@ impl Loader {
                 proprio,
                 proprio_topics,
                 whole_gops,
-                gop_cache: options.gop_cache,
+                gops: Mutex::new(VecDeque::new()),
+                gop_cache: options.gop_cache * options.workers.max(1),
                 signal_widen_ns: if whole_gops { 1_000_000_000 } else { 0 },
                 options,
                 frames_decoded: AtomicU64::new(0),
