@@ -295,7 +295,11 @@ impl Worker {
     /// A decoded GOP of `key` showing time `t`, from the cache every worker shares (the
     /// next samples of a run often go to another worker).
     fn cached_frame(&self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
-        let mut gops = self.shared.gops.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut gops = self
+            .shared
+            .gops
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let i = gops
             .iter()
             .position(|(k, g)| *k == key && g.frame_at(t).is_some())?;
@@ -307,7 +311,11 @@ impl Worker {
 
     /// The earliest cached GOP of `key` starting after `t`.
     fn first_gop_after(&self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
-        let gops = self.shared.gops.lock().unwrap_or_else(PoisonError::into_inner);
+        let gops = self
+            .shared
+            .gops
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         gops.iter()
             .filter(|(k, g)| *k == key && g.start_ns > t)
             .min_by_key(|(_, g)| g.start_ns)
@@ -352,7 +360,11 @@ impl Worker {
                     uri: uri.to_string(),
                     source: Box::new(source),
                 })?;
-            let mut gops = self.shared.gops.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut gops = self
+                .shared
+                .gops
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             for gop in decoded.into_iter().flatten() {
                 gops.push_front((key, Arc::new(gop)));
             }
