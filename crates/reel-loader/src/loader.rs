@@ -92,6 +92,9 @@ pub struct LoadStats {
     pub chunks_read: u64,
 }
 
+/// Decoded GOPs by (episode row, camera index), most recently used first.
+pub(crate) type GopCache = VecDeque<((usize, usize), Arc<DecodedGop>)>;
+
 pub(crate) struct Shared {
     pub manifest: Manifest,
     pub index: AnchorIndex,
@@ -102,7 +105,7 @@ pub(crate) struct Shared {
     pub proprio_topics: Vec<String>,
     pub whole_gops: bool,
     /// Decoded GOPs kept for the next samples, shared by every worker, most recent first.
-    pub gops: Mutex<VecDeque<((usize, usize), Arc<DecodedGop>)>>,
+    pub gops: Mutex<GopCache>,
     pub gop_cache: usize,
     pub signal_widen_ns: i64,
     pub options: LoaderOptions,
