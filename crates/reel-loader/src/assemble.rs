@@ -148,16 +148,7 @@ impl Worker {
             let mut shape = vec![n, k];
             shape.extend(frame);
             tensors.push(Tensor::zeros(c.name.clone(), shape, DType::U8));
-            tensors.push(Tensor::zeros(
-                format!("{}.time_ns", c.name),
-                vec![n, k],
-                DType::I64,
-            ));
-            tensors.push(Tensor::zeros(
-                format!("{}.mask", c.name),
-                vec![n, k],
-                DType::U8,
-            ));
+            push_times_and_mask(&mut tensors, &c.name, n, k);
         }
         for p in &shared.proprio {
             let k = p.offsets_ns.len();
@@ -166,16 +157,7 @@ impl Worker {
                 vec![n, k, p.fields],
                 DType::F32,
             ));
-            tensors.push(Tensor::zeros(
-                format!("{}.time_ns", p.name),
-                vec![n, k],
-                DType::I64,
-            ));
-            tensors.push(Tensor::zeros(
-                format!("{}.mask", p.name),
-                vec![n, k],
-                DType::U8,
-            ));
+            push_times_and_mask(&mut tensors, &p.name, n, k);
         }
         let mut skipped = Vec::new();
         let mut filled = 0;
@@ -553,6 +535,16 @@ fn value_at(w: &SignalWindow, tau: i64, max_gap: i64) -> Option<Value> {
         }
     }
     None
+}
+
+/// The `<name>.time_ns` and `<name>.mask` tensors that go with `k` elements per sample.
+fn push_times_and_mask(tensors: &mut Vec<Tensor>, name: &str, n: usize, k: usize) {
+    tensors.push(Tensor::zeros(
+        format!("{name}.time_ns"),
+        vec![n, k],
+        DType::I64,
+    ));
+    tensors.push(Tensor::zeros(format!("{name}.mask"), vec![n, k], DType::U8));
 }
 
 fn to_chw(hwc: &[u8], chw: &mut [u8], pixels: usize) {

@@ -330,6 +330,24 @@ impl<S: ByteSource> EpisodeReader<S> {
         self.frames_decoded.load(Ordering::Relaxed)
     }
 
+    /// Decodes one run of access units of `topic` (see [`H264Decoder::decode_run`]).
+    fn decode(
+        &self,
+        decoder: &mut H264Decoder,
+        topic: &str,
+        units: &[&[u8]],
+        wanted: &[usize],
+        size: Option<(usize, usize)>,
+    ) -> Result<Vec<RgbImage>> {
+        decoder
+            .decode_run(units, wanted, size)
+            .map_err(|source| Error::Video {
+                name: self.name.clone(),
+                topic: topic.into(),
+                source,
+            })
+    }
+
     /// Problems that did not stop opening the file (e.g. a missing summary).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
@@ -671,27 +689,15 @@ impl<S: ByteSource> EpisodeReader<S> {
         for ((topic, times), id) in requests.iter().zip(&ids) {
             let empty = BTreeMap::new();
             let stream = frames.get(id).unwrap_or(&empty);
-            let no_frame = |time| Error::NoFrame {
-                name: self.name.clone(),
-                topic: (*topic).into(),
-                time,
-            };
             // Keyframe of each GOP needed, with the latest requested time it serves and
             // the latest frame shown then.
             let mut keys: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
             for &t in *times {
-                let target = stream
-                    .range(..=t)
-                    .next_back()
-                    .or_else(|| stream.iter().next())
-                    .map(|(k, _)| *k)
-                    .ok_or_else(|| no_frame(t))?;
-                let key = stream
-                    .range(..=target)
-                    .rev()
-                    .find(|(_, d)| is_idr(&video_payload(d)))
-                    .map(|(k, _)| *k)
-                    .ok_or_else(|| no_frame(t))?;
+                let (target, key) = shown_at(stream, t).ok_or_else(|| Error::NoFrame {
+                    name: self.name.clone(),
+                    topic: (*topic).into(),
+                    time: t,
+                })?;
                 let (served, shown) = keys.entry(key).or_insert((t, target));
                 *served = (*served).max(t);
                 *shown = (*shown).max(target);
@@ -719,14 +725,7 @@ impl<S: ByteSource> EpisodeReader<S> {
                     .collect();
                 let refs: Vec<&[u8]> = members.iter().map(|(_, u)| u.as_slice()).collect();
                 let wanted: Vec<usize> = (0..refs.len()).collect();
-                let pictures =
-                    decoder
-                        .decode_run(&refs, &wanted, size)
-                        .map_err(|source| Error::Video {
-                            name: self.name.clone(),
-                            topic: (*topic).into(),
-                            source,
-                        })?;
+                let pictures = self.decode(decoder, topic, &refs, &wanted, size)?;
                 self.frames_decoded
                     .fetch_add(refs.len() as u64, Ordering::Relaxed);
                 let last = members.last().map_or(key, |(k, _)| *k);
@@ -760,26 +759,11 @@ impl<S: ByteSource> EpisodeReader<S> {
             // Group the requested times by the keyframe their frame decodes from.
             let mut runs: BTreeMap<u64, Vec<(usize, u64)>> = BTreeMap::new();
             for (i, &t) in times.iter().enumerate() {
-                let target = stream
-                    .range(..=t)
-                    .next_back()
-                    .or_else(|| stream.iter().next())
-                    .map(|(k, _)| *k)
-                    .ok_or_else(|| Error::NoFrame {
-                        name: self.name.clone(),
-                        topic: (*topic).into(),
-                        time: t,
-                    })?;
-                let key = stream
-                    .range(..=target)
-                    .rev()
-                    .find(|(_, d)| is_idr(&video_payload(d)))
-                    .map(|(k, _)| *k)
-                    .ok_or_else(|| Error::NoFrame {
-                        name: self.name.clone(),
-                        topic: (*topic).into(),
-                        time: t,
-                    })?;
+                let (target, key) = shown_at(stream, t).ok_or_else(|| Error::NoFrame {
+                    name: self.name.clone(),
+                    topic: (*topic).into(),
+                    time: t,
+                })?;
                 runs.entry(key).or_default().push((i, target));
             }
             for (key, members) in runs {
@@ -795,14 +779,7 @@ impl<S: ByteSource> EpisodeReader<S> {
                     .collect();
                 let wanted: Vec<usize> = members.iter().map(|(_, t)| index_of[t]).collect();
                 let refs: Vec<&[u8]> = units.iter().map(Vec::as_slice).collect();
-                let decoded =
-                    decoder
-                        .decode_run(&refs, &wanted, size)
-                        .map_err(|source| Error::Video {
-                            name: self.name.clone(),
-                            topic: (*topic).into(),
-                            source,
-                        })?;
+                let decoded = self.decode(decoder, topic, &refs, &wanted, size)?;
                 self.frames_decoded.fetch_add(
                     index_of.get(&last).map_or(0, |i| *i as u64 + 1),
                     Ordering::Relaxed,
@@ -815,6 +792,23 @@ impl<S: ByteSource> EpisodeReader<S> {
         }
         Ok(out)
     }
+}
+
+/// The frame shown at `t` in a camera's units by log time (the latest at or before `t`, the
+/// first for earlier times) and the keyframe its GOP starts at, both as log times; `None`
+/// if the units hold no such frame or no keyframe before it.
+fn shown_at(stream: &BTreeMap<u64, Bytes>, t: u64) -> Option<(u64, u64)> {
+    let target = stream
+        .range(..=t)
+        .next_back()
+        .or_else(|| stream.iter().next())
+        .map(|(k, _)| *k)?;
+    let key = stream
+        .range(..=target)
+        .rev()
+        .find(|(_, d)| is_idr(&video_payload(d)))
+        .map(|(k, _)| *k)?;
+    Some((target, key))
 }
 
 /// The access unit inside a `foxglove.CompressedVideo` message (empty if it does not parse).
