@@ -9,7 +9,7 @@
 //! ThrottleLayer limits writes only, so it cannot model a slow read path.)
 //!
 //! `cargo bench -p reel-cache --bench delivery -- [--mb-per-s 200] [--latency-ms 10]
-//! [--hit-mib 512] [--warm-mib 2048]`
+//! [--hit-mib 512] [--warm-mib 2048] [--parts 1,2,3]`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A benchmark fails loudly.
 
@@ -31,6 +31,7 @@ struct Settings {
     latency: Duration,
     hit_bytes: u64,
     warm_bytes: u64,
+    parts: Vec<u32>,
 }
 
 fn settings() -> Settings {
@@ -47,6 +48,14 @@ fn settings() -> Settings {
         latency: Duration::from_secs_f64(get("--latency-ms", 10.0) / 1e3),
         hit_bytes: get("--hit-mib", 512.0) as u64 * MIB,
         warm_bytes: get("--warm-mib", 2048.0) as u64 * MIB,
+        parts: args
+            .iter()
+            .position(|a| a == "--parts")
+            .and_then(|i| args.get(i + 1))
+            .map_or_else(
+                || vec![1, 2, 3],
+                |v| v.split(',').map(|p| p.parse().expect("--parts")).collect(),
+            ),
     }
 }
 
@@ -163,17 +172,33 @@ fn main() {
         s.latency.as_millis()
     );
 
-    // 1. Cache hits beside a local file.
-    let local = work.path().join("remote");
+    if s.parts.contains(&1) {
+        hits_beside_local_file(&s, work.path());
+    }
+    if s.parts.contains(&2) || s.parts.contains(&3) {
+        beside_emulated_remote(&s, work.path());
+    }
+    cleanup(work.path());
+}
+
+/// 1. Cache hits beside a local file, with and without the table of open blocks.
+fn hits_beside_local_file(s: &Settings, work: &Path) {
+    let local = work.join("remote");
     std::fs::create_dir_all(&local).unwrap();
     let store = Store::open(local.to_str().unwrap()).unwrap();
     store
         .write_atomic("ep.mcap", random_bytes(s.hit_bytes, 1))
         .unwrap();
     let file = FileSource::open(local.join("ep.mcap")).unwrap();
-    let cache_dir = work.path().join("cache-hit");
+    let cache_dir = work.join("cache-hit");
     let cache = BlockCache::for_store(CacheConfig::new(&cache_dir, 1 << 40), &store).unwrap();
     let object = cache.object("ep.mcap").unwrap();
+    // A second process's view of the same folder that keeps no block open: every read
+    // opens the block file and hashes the pages it touches.
+    let mut no_handles = CacheConfig::new(&cache_dir, 1 << 40);
+    no_handles.open_blocks = 0;
+    let uncached_handles = BlockCache::for_store(no_handles, &store).unwrap();
+    let object_no_handles = uncached_handles.object("ep.mcap").unwrap();
     let options = WarmOptions::default();
     let plan = cache
         .plan_warm(&[WarmItem::whole("ep.mcap")], &options)
@@ -183,30 +208,40 @@ fn main() {
         "\n### 1. one reader, cache hits vs the same bytes from a local file ({} MiB, page cache warm, best of 5)",
         s.hit_bytes / MIB
     );
-    println!("| request | offset | local file | cache hits | ratio |\n|---|---|---|---|---|");
+    println!(
+        "| request | offset | local file | cache hits | ratio | hits, no open blocks | ratio |\n|---|---|---|---|---|---|---|"
+    );
     for (request, offset) in [(4 * MIB, 0), (4 * MIB, MIB), (MIB, 0), (256 << 10, 0)] {
-        // Alternate the two so that noise from the rest of the machine hits both alike.
-        let (mut direct, mut cached) = (0.0f64, 0.0f64);
+        // Alternate the three so that noise from the rest of the machine hits all alike.
+        let (mut direct, mut cached, mut reopened) = (0.0f64, 0.0f64, 0.0f64);
         for _ in 0..5 {
             direct = direct.max(sequential_rate(&file, request, offset, 1));
             cached = cached.max(sequential_rate(&object, request, offset, 1));
+            reopened = reopened.max(sequential_rate(&object_no_handles, request, offset, 1));
         }
         println!(
-            "| {} KiB | {} KiB | {} | {} | {:.2} |",
+            "| {} KiB | {} KiB | {} | {} | {:.2} | {} | {:.2} |",
             request >> 10,
             offset >> 10,
             mb_s(direct),
             mb_s(cached),
-            cached / direct
+            cached / direct,
+            mb_s(reopened),
+            reopened / direct
         );
         std::io::stdout().flush().unwrap();
     }
     let m = cache.metrics();
     assert_eq!(m.remote_requests, plan_requests(&m));
-    drop((object, cache));
+    let m = uncached_handles.metrics();
+    assert_eq!((m.misses, m.remote_requests), (0, 0));
+    drop((object, cache, object_no_handles, uncached_handles));
     std::fs::remove_dir_all(&cache_dir).unwrap();
+    std::fs::remove_dir_all(&local).unwrap();
+}
 
-    // 2. and 3. against the emulated cloud store.
+/// 2. and 3. against the emulated cloud store.
+fn beside_emulated_remote(s: &Settings, work: &Path) {
     let server = S3Server::start("bucket")
         .unwrap()
         .expect("s3s-fs is needed for this benchmark");
@@ -220,12 +255,22 @@ fn main() {
     let cloud_uri = format!("s3://bucket/?endpoint=http://127.0.0.1:{proxy}&region=us-east-1");
     let cloud = Store::open_with(&cloud_uri, &server.options()).unwrap();
 
+    if s.parts.contains(&2) {
+        remote_beside_cache(&fast, &cloud, work);
+    }
+    if s.parts.contains(&3) {
+        warm_throughput(s, &fast, &cloud, work);
+    }
+}
+
+/// 2. One reader: the emulated remote beside the cache, cold and hot.
+fn remote_beside_cache(fast: &Store, cloud: &Store, work: &Path) {
     let one_size = 256 * MIB;
     fast.write_atomic("one.mcap", random_bytes(one_size, 2))
         .unwrap();
     let remote = cloud.source("one.mcap");
-    let cache_dir = work.path().join("cache-remote");
-    let cache = BlockCache::for_store(CacheConfig::new(&cache_dir, 1 << 40), &cloud).unwrap();
+    let cache_dir = work.join("cache-remote");
+    let cache = BlockCache::for_store(CacheConfig::new(&cache_dir, 1 << 40), cloud).unwrap();
     let object = cache.object("one.mcap").unwrap();
     println!(
         "\n### 2. one reader, emulated remote (one connection) vs the cache ({} MiB, 4 MiB reads)",
@@ -253,8 +298,10 @@ fn main() {
     println!("| cache, hits | {} | {:.1} |", mb_s(hits), hits / direct);
     drop((object, cache));
     std::fs::remove_dir_all(&cache_dir).unwrap();
+}
 
-    // 3. Warm throughput.
+/// 3. Warm throughput at several concurrencies.
+fn warm_throughput(s: &Settings, fast: &Store, cloud: &Store, work: &Path) {
     let objects = 16u64;
     let size = s.warm_bytes / objects;
     let mut items = Vec::new();
@@ -270,10 +317,10 @@ fn main() {
     );
     println!("| concurrency | seconds | rate | requests |\n|---|---|---|---|");
     for concurrency in [1usize, 8, 32, 64] {
-        let dir = work.path().join(format!("cache-warm-{concurrency}"));
+        let dir = work.join(format!("cache-warm-{concurrency}"));
         let mut config = CacheConfig::new(&dir, 1 << 40);
         config.max_concurrent_fetches = concurrency;
-        let cache = BlockCache::for_store(config, &cloud).unwrap();
+        let cache = BlockCache::for_store(config, cloud).unwrap();
         let options = WarmOptions {
             concurrency,
             verify: false,
@@ -291,7 +338,6 @@ fn main() {
         drop(cache);
         std::fs::remove_dir_all(&dir).unwrap();
     }
-    cleanup(work.path());
 }
 
 /// Every remote request of the hit benchmark came from its warm.

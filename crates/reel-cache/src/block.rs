@@ -11,7 +11,9 @@
 //! ```
 //!
 //! Checksums are per page (64 KiB by default) rather than per block so that a small read
-//! in a 4 MiB block verifies only the pages it touches, not the whole block. A block file
+//! in a 4 MiB block verifies only the pages it touches, not the whole block. An open
+//! [`BlockFile`] remembers the pages it verified, so rereading them through the same
+//! handle costs no hashing (see [`BlockFile::is_current`] for when a handle is retired). A block file
 //! is always written whole under a temporary name and renamed into place, so a reader
 //! sees either no file or a complete one; the checksums catch what rename cannot: bit rot,
 //! a file truncated by a power loss before its data reached the disk, or a stray write.
@@ -19,10 +21,11 @@
 use std::fs::File;
 use std::io::Write;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
-use bytes::Bytes;
 use twox_hash::XxHash3_64;
 
 const MAGIC: &[u8; 8] = b"REELBLK1";
@@ -96,15 +99,32 @@ pub(crate) fn write_block(
     result
 }
 
+/// How long pages verified through one open handle are trusted. After this the handle is
+/// reopened and each page is hashed again on its next read, so a page that rots on disk
+/// after it was verified is served for at most this long.
+pub(crate) const VERIFIED_TRUST: Duration = Duration::from_secs(60);
+
 /// An opened block file whose header has been checked.
+///
+/// A handle remembers which pages it has verified: block files are immutable once
+/// renamed into place, so a page that matched its checksum through this handle is read
+/// without hashing it again while [`BlockFile::is_current`] holds and for at most
+/// [`VERIFIED_TRUST`].
 #[derive(Debug)]
 pub(crate) struct BlockFile {
-    pub(crate) file: File,
+    file: File,
     header: Vec<u8>,
     payload_len: u64,
     page_size: u32,
-    /// Modification time, the cache's last-use clock.
-    pub(crate) mtime: Option<std::time::SystemTime>,
+    /// Bit `p` is set once page `p` has matched its checksum through this handle.
+    verified: Box<[AtomicU64]>,
+    /// The file's device and inode, to tell it from a file later renamed over its path.
+    dev: u64,
+    ino: u64,
+    /// The file's modification time (nanoseconds since the epoch) as this handle last saw
+    /// or set it; it is also the cache's last-use clock.
+    mtime_ns: AtomicI64,
+    opened: Instant,
 }
 
 impl BlockFile {
@@ -131,26 +151,78 @@ impl BlockFile {
         if body[8..16] != payload_len.to_le_bytes() || body[16..20] != page_size.to_le_bytes() {
             return Err(BlockFault::Corrupt("header does not match the object"));
         }
+        let words = pages(payload_len, page_size).div_ceil(64) as usize;
         Ok(Self {
             file,
             header,
             payload_len,
             page_size,
-            mtime: meta.modified().ok(),
+            verified: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime_ns: AtomicI64::new(mtime_ns(&meta)),
+            opened: Instant::now(),
         })
     }
 
+    /// Whether this handle may still serve reads: its pages were verified recently
+    /// enough, and its path still names this very file, unmodified. A block evicted,
+    /// dropped or replaced by any process was unlinked (a rename over a path unlinks the
+    /// file it replaces), so its link count is zero; a write in place changes its
+    /// modification time. One `fstat`, no path lookup.
+    pub(crate) fn is_current(&self) -> bool {
+        if self.opened.elapsed() > VERIFIED_TRUST {
+            return false;
+        }
+        match self.file.metadata() {
+            Ok(meta) => {
+                meta.nlink() > 0
+                    && meta.len() == file_len(self.payload_len, self.page_size)
+                    && mtime_ns(&meta) == self.mtime_ns.load(Ordering::Relaxed)
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Whether `path` names this very file (same device and inode).
+    pub(crate) fn is_at(&self, path: &Path) -> bool {
+        std::fs::metadata(path).is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+    }
+
+    /// Refreshes the block's last-use time if it is older than `interval`: best effort, a
+    /// block we cannot touch is merely evicted sooner.
+    pub(crate) fn touch_if_older_than(&self, interval: Duration) {
+        let now = SystemTime::now();
+        let now_ns = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let age_ns = now_ns.saturating_sub(self.mtime_ns.load(Ordering::Relaxed));
+        if u128::try_from(age_ns).is_ok_and(|age| age <= interval.as_nanos()) {
+            return;
+        }
+        if self.file.set_modified(now).is_ok()
+            && let Ok(meta) = self.file.metadata()
+        {
+            // What the file system stored (it may round), so `is_current` still holds.
+            self.mtime_ns.store(mtime_ns(&meta), Ordering::Relaxed);
+        }
+    }
+
     /// The payload bytes in `range`, after checking every page the range touches.
-    pub(crate) fn read(&self, range: Range<u64>) -> Result<Bytes, BlockFault> {
+    #[cfg(test)]
+    pub(crate) fn read(&self, range: Range<u64>) -> Result<bytes::Bytes, BlockFault> {
         let mut out = vec![0u8; (range.end - range.start) as usize];
         self.read_into(range, &mut out)?;
-        Ok(Bytes::from(out))
+        Ok(bytes::Bytes::from(out))
     }
 
     /// Reads payload `range` into `out` (of the same length), checking every page the
-    /// range touches. Pages wholly inside the range are read straight into `out`; only
-    /// the partly wanted pages at its ends go through a scratch buffer, so a read costs
-    /// one copy, like a plain file read, plus the checksums.
+    /// range touches that this handle has not verified yet.
+    ///
+    /// When every page is verified the read is one `pread` straight into `out`, exactly
+    /// like a plain file read. Otherwise pages wholly inside the range are read straight
+    /// into `out` and hashed there; only the partly wanted pages at its ends go through
+    /// a scratch buffer, so a read costs one copy plus the checksums.
     pub(crate) fn read_into(&self, range: Range<u64>, out: &mut [u8]) -> Result<(), BlockFault> {
         debug_assert_eq!(out.len() as u64, range.end - range.start);
         if range.start >= range.end {
@@ -159,6 +231,24 @@ impl BlockFile {
         if range.end > self.payload_len {
             return Err(BlockFault::Corrupt("read past the end of the block"));
         }
+        let page = u64::from(self.page_size);
+        let last_page = (range.end - 1) / page;
+        let first_page = range.start / page;
+        let data_offset = self.header.len() as u64;
+        if (first_page..=last_page).all(|p| self.is_verified(p)) {
+            return read_exact_at(&self.file, out, data_offset + range.start);
+        }
+        self.read_checked(range, out, false)
+    }
+
+    /// Reads `range` into `out` a few pages at a time, hashing each page that is not yet
+    /// verified (every page with `recheck`) and marking it verified.
+    fn read_checked(
+        &self,
+        range: Range<u64>,
+        out: &mut [u8],
+        recheck: bool,
+    ) -> Result<(), BlockFault> {
         let page = u64::from(self.page_size);
         let data_offset = self.header.len() as u64;
         let span_of = |p: u64| p * page..((p + 1) * page).min(self.payload_len);
@@ -182,37 +272,63 @@ impl BlockFile {
                         [(run.start - range.start) as usize..(run.end - range.start) as usize];
                     read_exact_at(&self.file, dst, data_offset + run.start)?;
                     for (i, data) in dst.chunks(self.page_size as usize).enumerate() {
-                        self.check_page(p + i as u64, data)?;
+                        let index = p + i as u64;
+                        if recheck || !self.is_verified(index) {
+                            self.check_page(index, data)?;
+                        }
                     }
                     p = last + 1;
                 }
             } else {
-                let mut scratch = vec![0u8; (span.end - span.start) as usize];
-                read_exact_at(&self.file, &mut scratch, data_offset + span.start)?;
-                self.check_page(p, &scratch)?;
                 let (a, b) = (range.start.max(span.start), range.end.min(span.end));
-                out[(a - range.start) as usize..(b - range.start) as usize].copy_from_slice(
-                    &scratch[(a - span.start) as usize..(b - span.start) as usize],
-                );
+                let dst = &mut out[(a - range.start) as usize..(b - range.start) as usize];
+                if !recheck && self.is_verified(p) {
+                    read_exact_at(&self.file, dst, data_offset + a)?;
+                } else {
+                    let mut scratch = vec![0u8; (span.end - span.start) as usize];
+                    read_exact_at(&self.file, &mut scratch, data_offset + span.start)?;
+                    self.check_page(p, &scratch)?;
+                    dst.copy_from_slice(
+                        &scratch[(a - span.start) as usize..(b - span.start) as usize],
+                    );
+                }
                 p += 1;
             }
         }
         Ok(())
     }
 
+    fn is_verified(&self, index: u64) -> bool {
+        self.verified[(index / 64) as usize].load(Ordering::Relaxed) & (1 << (index % 64)) != 0
+    }
+
+    /// Checks page `index` against its checksum and marks it verified.
     fn check_page(&self, index: u64, data: &[u8]) -> Result<(), BlockFault> {
         let at = FIXED_HEADER + 8 * index as usize;
         if self.header[at..at + 8] == XxHash3_64::oneshot(data).to_le_bytes() {
+            self.verified[(index / 64) as usize].fetch_or(1 << (index % 64), Ordering::Relaxed);
             Ok(())
         } else {
             Err(BlockFault::Corrupt("page checksum mismatch"))
         }
     }
 
-    /// Reads and checks the whole payload (used by `--verify`).
+    /// Reads and checks the whole payload, every page, whatever this handle verified
+    /// before (used by `--verify`).
     pub(crate) fn verify_all(&self) -> Result<(), BlockFault> {
-        self.read(0..self.payload_len).map(|_| ())
+        if self.payload_len == 0 {
+            return Ok(());
+        }
+        let mut out = vec![0u8; self.payload_len as usize];
+        self.read_checked(0..self.payload_len, &mut out, true)
     }
+}
+
+/// A file's modification time in nanoseconds since the epoch.
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(meta.mtime_nsec())
 }
 
 fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> Result<(), BlockFault> {

@@ -18,6 +18,7 @@ use twox_hash::{XxHash3_64, XxHash3_128};
 
 use crate::block::{self, BlockFault, BlockFile};
 use crate::metrics::{CacheMetrics, Counters, add};
+use crate::open_blocks::{BlockId, OpenBlocks};
 use crate::{CacheConfig, Error, Result};
 
 /// How long a block's last-use time may lag: a hit rewrites the block's mtime only when
@@ -33,10 +34,22 @@ const TOUCH_INTERVAL: Duration = Duration::from_secs(60);
 ///
 /// **Sharing without a daemon.** Every process on a node (one per rank) opens the same
 /// folders. Blocks are written under a unique temporary name and renamed into place, so a
-/// reader sees no block or a whole one; each block carries checksums that are verified on
-/// every read, and a block that fails them is deleted and fetched again. There is no
-/// shared index to keep consistent: the folder *is* the index, which is why a crash at any
-/// point leaves a usable cache and a restart needs no recovery.
+/// reader sees no block or a whole one; each block carries a checksum per page, and a
+/// block that fails one is deleted and fetched again. There is no shared index to keep
+/// consistent: the folder *is* the index, which is why a crash at any point leaves a
+/// usable cache and a restart needs no recovery.
+///
+/// **Open blocks.** Each process holds up to [`CacheConfig::open_blocks`] block files open.
+/// A page is hashed the first time the process reads it through a handle; later reads of
+/// it through the same handle are plain `pread`s. A held handle serves a read only while
+/// (checked by one `fstat` per read) its file is still linked (not evicted, dropped or
+/// replaced by a rename, in any process), has its length and the modification time the
+/// handle last saw (not written in place), and was opened less than a minute ago; else
+/// the block is reopened and its pages are hashed again. What this does not catch is a
+/// page that changes on disk without its file's metadata changing (bit rot below the file
+/// system) after the handle verified it: it is served for at most that minute, until the
+/// handle is reopened. [`CachedObject::is_cached`] with `verify` (`reel-warm --verify`)
+/// always re-reads and re-hashes every page.
 ///
 /// **Eviction** is least-recently-used by file modification time, which hits refresh at
 /// most once a minute ([`TOUCH_INTERVAL`]). A per-process journal or shared LRU list would
@@ -66,6 +79,7 @@ pub(crate) struct Inner {
     remote_name: String,
     fetch_permits: Semaphore,
     flights: Mutex<HashMap<BlockId, watch::Receiver<FlightState>>>,
+    pub(crate) open_blocks: OpenBlocks,
     pub(crate) counters: Counters,
     pub(crate) written_since_scan: AtomicU64,
     /// Set when a scan found the cache full of pinned blocks: misses are then served
@@ -85,9 +99,6 @@ impl fmt::Debug for BlockCache {
             .finish()
     }
 }
-
-/// A block of one object version: (object id, block index).
-type BlockId = (u128, u64);
 
 /// `None` while the fetch runs; then the block's bytes, or `None` if the fetch failed.
 type FlightState = Option<Option<Bytes>>;
@@ -145,6 +156,7 @@ impl BlockCache {
             runtime: Arc::new(runtime),
             inner: Arc::new(Inner {
                 fetch_permits: Semaphore::new(config.max_concurrent_fetches),
+                open_blocks: OpenBlocks::new(config.open_blocks),
                 config,
                 remote,
                 remote_name: remote_name.into(),
@@ -321,11 +333,14 @@ impl CachedObject {
         let inner = &self.cache.inner;
         let path = inner.block_path(self.id, index);
         let len = self.block_range(index);
+        // Always the file on disk now, never a held handle: this is the check that
+        // re-reads and re-hashes every page.
         let opened = BlockFile::open(&path, len.end - len.start, inner.config.page_size);
         let checked = opened.and_then(|b| if verify { b.verify_all() } else { Ok(()) });
         match checked {
             Ok(()) => true,
             Err(fault) => {
+                inner.open_blocks.forget((self.id, index));
                 inner.drop_if_corrupt(&path, &fault);
                 false
             }
@@ -457,6 +472,10 @@ impl Inner {
 
     /// Reads `range` within block `index` of `object` from disk into `out`; false on a
     /// miss (missing or corrupt block, which is then dropped).
+    ///
+    /// The block is read through this process's handle table: a held handle that is
+    /// still the file at the block's path serves the read, pages it verified before are
+    /// not hashed again.
     fn read_cached_into(
         &self,
         object: &CachedObject,
@@ -464,22 +483,35 @@ impl Inner {
         range: Range<u64>,
         out: &mut [u8],
     ) -> bool {
-        let path = self.block_path(object.id, index);
+        let id = (object.id, index);
+        let path = || self.block_path(object.id, index);
         let block_range = object.block_range(index);
-        let result = BlockFile::open(
-            &path,
-            block_range.end - block_range.start,
-            self.config.page_size,
-        )
-        .and_then(|block| {
-            block.read_into(range, out)?;
-            touch(&block);
-            Ok(())
-        });
-        match result {
-            Ok(()) => true,
+        let payload_len = block_range.end - block_range.start;
+        let block = match self
+            .open_blocks
+            .get_or_open(id, path, payload_len, self.config.page_size)
+        {
+            Ok(block) => block,
             Err(fault) => {
-                self.drop_if_corrupt(&path, &fault);
+                self.drop_if_corrupt(&path(), &fault);
+                return false;
+            }
+        };
+        match block.read_into(range, out) {
+            Ok(()) => {
+                block.touch_if_older_than(TOUCH_INTERVAL);
+                true
+            }
+            Err(fault) => {
+                self.open_blocks.forget_handle(id, &block);
+                let path = path();
+                // Only if the path still names the file that failed: another process may
+                // have dropped it and fetched a good one meanwhile.
+                if block.is_at(&path) {
+                    self.drop_if_corrupt(&path, &fault);
+                } else if matches!(fault, BlockFault::Io(_)) {
+                    add(&self.counters.get_errors, 1);
+                }
                 false
             }
         }
@@ -700,19 +732,6 @@ impl Inner {
             }
             Err(_) => add(&self.counters.put_errors, 1),
         }
-    }
-}
-
-/// Refreshes a block's last-use time if it is stale (see [`TOUCH_INTERVAL`]).
-fn touch(block: &BlockFile) {
-    let now = SystemTime::now();
-    let stale = block
-        .mtime
-        .and_then(|t| now.duration_since(t).ok())
-        .is_none_or(|age| age > TOUCH_INTERVAL);
-    if stale {
-        // Best effort: a block we cannot touch is merely evicted sooner.
-        let _ = block.file.set_modified(now);
     }
 }
 

@@ -9,6 +9,9 @@ pub const DEFAULT_BLOCK_SIZE: u64 = 4 << 20;
 /// Default checksum page: 64 KiB.
 pub const DEFAULT_PAGE_SIZE: u32 = 64 << 10;
 
+/// Default number of block files a process keeps open: 1 GiB of 4 MiB blocks.
+pub const DEFAULT_OPEN_BLOCKS: usize = 256;
+
 /// How a [`BlockCache`](crate::BlockCache) is laid out and how it talks to the remote.
 ///
 /// Every process sharing a cache folder must use the same `dirs` in the same order and
@@ -46,6 +49,12 @@ pub struct CacheConfig {
     /// Bytes this process writes between capacity scans; `None` picks
     /// `min(capacity / 16, 1 GiB)`.
     pub eviction_slack: Option<u64>,
+    /// Block files this process keeps open (one file descriptor each) so that hits on
+    /// them skip the open, the header read and the hashing of pages already verified.
+    /// 0 opens and verifies the block on every read. A held block that another process
+    /// evicts keeps its disk space until this process closes it, which it does on the
+    /// block's next use or within about a second of opening another block.
+    pub open_blocks: usize,
 }
 
 impl CacheConfig {
@@ -63,6 +72,7 @@ impl CacheConfig {
             retry_max_delay: Duration::from_secs(5),
             trust_cached_metadata: false,
             eviction_slack: None,
+            open_blocks: DEFAULT_OPEN_BLOCKS,
         }
     }
 

@@ -270,6 +270,9 @@ impl Inner {
                 let _ = std::fs::remove_dir(dir);
             }
         }
+        // Close the handles of what was just evicted, here or by another process's scan,
+        // so that their disk space is freed now.
+        inner.open_blocks.prune();
         add(&inner.counters.pages_evicted, report.evicted_blocks);
         add(&inner.counters.bytes_evicted, report.evicted_bytes);
         inner.full.store(used > capacity, Ordering::Relaxed);

@@ -9,8 +9,12 @@
 //! - Fixed, aligned blocks (4 MiB by default), one file per block, keyed by object path,
 //!   version (ETag) and block index, spread over one or more local folders.
 //! - Every process on a node shares the folders with no daemon: blocks are written under
-//!   a temporary name and renamed, checksummed per 64 KiB page and verified on every read;
-//!   a corrupt block is dropped and fetched again.
+//!   a temporary name and renamed, checksummed per 64 KiB page, and each page is verified
+//!   when a process first reads it through an open block file; a corrupt block is dropped
+//!   and fetched again.
+//! - Each process keeps a bounded table of open block files, so a hit on a held block is
+//!   one `fstat` and the `pread`s of a plain file read, without re-hashing pages that the
+//!   handle verified in the last minute.
 //! - Misses are coalesced into one ranged GET per run of adjacent blocks, fetched once
 //!   however many threads want them, with bounded concurrency and retries with backoff.
 //! - Capacity is enforced by least-recently-used eviction; pin lists (written by
@@ -52,12 +56,13 @@ mod config;
 mod coverage;
 mod evict;
 mod metrics;
+mod open_blocks;
 mod warm;
 
 use std::path::{Path, PathBuf};
 
 pub use cache::{BlockCache, CachedObject};
-pub use config::{CacheConfig, DEFAULT_BLOCK_SIZE, DEFAULT_PAGE_SIZE};
+pub use config::{CacheConfig, DEFAULT_BLOCK_SIZE, DEFAULT_OPEN_BLOCKS, DEFAULT_PAGE_SIZE};
 pub use coverage::{Coverage, cached_coverage};
 pub use evict::{PinList, PinnedObject, ScanReport};
 pub use metrics::CacheMetrics;

@@ -553,3 +553,168 @@ fn processes_share_one_cache() {
         );
     }
 }
+
+/// A block this process holds open and has verified is replaced on disk (renamed over,
+/// as another process would) or rewritten in place: either way the next read follows the
+/// file now at the block's path, finds it corrupt, drops it and fetches it again.
+#[test]
+fn a_held_block_changed_on_disk_is_checked_again() {
+    let remote = tempfile::tempdir().unwrap();
+    let store = local_store(remote.path());
+    let data = pattern(3 * BLOCK as usize, 21);
+    store.write_atomic("a.bin", data.clone()).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = BlockCache::for_store(config(cache_dir.path(), 1 << 30), &store).unwrap();
+    let object = cache.object("a.bin").unwrap();
+    object.read_range(0..3 * BLOCK).unwrap();
+    // Hits: every block is now held open with every page verified.
+    assert_eq!(&object.read_range(0..3 * BLOCK).unwrap()[..], &data[..]);
+
+    let files = block_files(cache_dir.path());
+    let flip = |bytes: &mut Vec<u8>| {
+        let at = bytes.len() - 3000;
+        bytes[at] ^= 0x10;
+    };
+    // Block 0 replaced by a corrupt copy through a rename.
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    flip(&mut bytes);
+    let tmp = files[0].with_file_name(".0.blk.other-1-0.tmp");
+    std::fs::write(&tmp, &bytes).unwrap();
+    std::fs::rename(&tmp, &files[0]).unwrap();
+    // Block 1 rewritten in place. File times tick in jiffies: let one pass so that the
+    // write gives the file a modification time its handle has not seen.
+    std::thread::sleep(Duration::from_millis(30));
+    let mut bytes = std::fs::read(&files[1]).unwrap();
+    flip(&mut bytes);
+    std::fs::write(&files[1], &bytes).unwrap();
+
+    let before = cache.metrics();
+    assert_eq!(&object.read_range(0..3 * BLOCK).unwrap()[..], &data[..]);
+    let m = cache.metrics();
+    assert_eq!(m.corrupt_blocks - before.corrupt_blocks, 2);
+    assert_eq!((m.hits - before.hits, m.misses - before.misses), (1, 2));
+    assert_eq!(
+        m.bytes_read_external - before.bytes_read_external,
+        2 * BLOCK
+    );
+    for i in 0..3 {
+        assert!(object.is_cached(i, true), "block {i}");
+    }
+}
+
+/// What open handles do not catch: a page that changes below the file system (its
+/// file's metadata intact) after this process verified it. `is_cached(_, true)` (what
+/// `reel-warm --verify` runs) re-reads and re-hashes every page, so it catches it.
+#[test]
+fn a_full_verify_catches_what_held_handles_trust() {
+    let remote = tempfile::tempdir().unwrap();
+    let store = local_store(remote.path());
+    let data = pattern(2 * BLOCK as usize, 23);
+    store.write_atomic("a.bin", data.clone()).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = BlockCache::for_store(config(cache_dir.path(), 1 << 30), &store).unwrap();
+    let object = cache.object("a.bin").unwrap();
+    object.read_range(0..2 * BLOCK).unwrap();
+    object.read_range(0..2 * BLOCK).unwrap();
+
+    let file = &block_files(cache_dir.path())[1];
+    let modified = file.metadata().unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(file).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 1;
+    std::fs::write(file, &bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(file)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+
+    let before = cache.metrics();
+    assert!(object.is_cached(0, true));
+    assert!(!object.is_cached(1, true));
+    assert_eq!(cache.metrics().corrupt_blocks - before.corrupt_blocks, 1);
+    assert!(!file.exists(), "the corrupt block was dropped");
+    assert_eq!(&object.read_range(0..2 * BLOCK).unwrap()[..], &data[..]);
+    assert_eq!(cache.metrics().misses - before.misses, 1);
+}
+
+/// Another process (a second cache over the same folder) evicts blocks this process
+/// holds open: they are not served from the unlinked files but fetched again, and the
+/// cache ends up whole.
+#[test]
+fn blocks_evicted_while_held_are_fetched_again() {
+    let remote = tempfile::tempdir().unwrap();
+    let store = local_store(remote.path());
+    let data = pattern(6 * BLOCK as usize, 25);
+    store.write_atomic("a.bin", data.clone()).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = BlockCache::for_store(config(cache_dir.path(), 1 << 30), &store).unwrap();
+    let object = cache.object("a.bin").unwrap();
+    object.read_range(0..6 * BLOCK).unwrap();
+    object.read_range(0..6 * BLOCK).unwrap();
+
+    let block_disk = BLOCK + 24 + 8 * 16 + 8;
+    let mut small = config(cache_dir.path(), block_disk / 2);
+    small.eviction_slack = Some(1);
+    let other = BlockCache::for_store(small, &store).unwrap();
+    let scan = other.evict().unwrap().unwrap();
+    assert_eq!(scan.evicted_blocks, 6, "{scan:?}");
+    assert!(block_files(cache_dir.path()).is_empty());
+
+    let before = cache.metrics();
+    assert_eq!(&object.read_range(0..6 * BLOCK).unwrap()[..], &data[..]);
+    let m = cache.metrics();
+    assert_eq!(m.misses - before.misses, 6);
+    assert_eq!(
+        m.bytes_read_external - before.bytes_read_external,
+        6 * BLOCK
+    );
+    assert_eq!(block_files(cache_dir.path()).len(), 6);
+
+    // Evicted by this process's own scan: its handles are closed with the files.
+    let mut small = config(cache_dir.path(), block_disk / 2);
+    small.eviction_slack = Some(1);
+    let cache = BlockCache::for_store(small, &store).unwrap();
+    let object = cache.object("a.bin").unwrap();
+    object.read_range(0..6 * BLOCK).unwrap();
+    assert!(cache.evict().unwrap().unwrap().evicted_blocks > 0);
+    assert_eq!(&object.read_range(0..6 * BLOCK).unwrap()[..], &data[..]);
+}
+
+/// Many threads read the same cached blocks through a table far smaller than the set,
+/// so handles are opened, shared, pushed out and reopened under them.
+#[test]
+fn many_threads_hit_the_same_blocks_through_a_small_table() {
+    let remote = tempfile::tempdir().unwrap();
+    let store = local_store(remote.path());
+    let data = Arc::new(pattern(8 * BLOCK as usize + 333, 27));
+    store.write_atomic("a.bin", data.to_vec()).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let mut config = config(cache_dir.path(), 1 << 30);
+    config.open_blocks = 3;
+    let cache = BlockCache::for_store(config, &store).unwrap();
+    let object = cache.object("a.bin").unwrap();
+    let len = data.len() as u64;
+    object.read_range(0..len).unwrap();
+    let before = cache.metrics();
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let object = object.clone();
+            let data = Arc::clone(&data);
+            s.spawn(move || {
+                for i in 0..200u64 {
+                    let start = (i * 7919 + t * 104_729) % len;
+                    let end = (start + 1 + (i * 31_337 + t) % (2 * BLOCK)).min(len);
+                    let got = object.read_range(start..end).unwrap();
+                    assert_eq!(&got[..], &data[start as usize..end as usize]);
+                }
+            });
+        }
+    });
+    let m = cache.metrics();
+    assert_eq!(m.misses, before.misses);
+    assert_eq!(m.remote_requests, before.remote_requests);
+    assert_eq!(m.corrupt_blocks, 0);
+    assert!(m.hits - before.hits >= 8 * 200);
+}
