@@ -71,6 +71,9 @@ impl OpenBlocks {
         }
         let block = Arc::new(BlockFile::open(&path(), payload_len, page_size)?);
         if self.capacity > 0 {
+            if self.prune_due() {
+                self.prune();
+            }
             self.insert(id, Arc::clone(&block));
         }
         Ok(block)
@@ -85,15 +88,20 @@ impl OpenBlocks {
         Some(Arc::clone(&slot.block))
     }
 
-    fn insert(&self, id: BlockId, block: Arc<BlockFile>) {
+    /// Whether a second has passed since the last prune; if so, the caller prunes.
+    fn prune_due(&self) -> bool {
         let mut table = self.lock();
         let due = table
             .last_prune
             .is_none_or(|t| t.elapsed() > PRUNE_INTERVAL);
         if due {
             table.last_prune = Some(Instant::now());
-            table.slots.retain(|_, slot| slot.block.is_current());
         }
+        due
+    }
+
+    fn insert(&self, id: BlockId, block: Arc<BlockFile>) {
+        let mut table = self.lock();
         if !table.slots.contains_key(&id) && table.slots.len() >= self.capacity {
             let oldest = table
                 .slots
@@ -130,9 +138,21 @@ impl OpenBlocks {
     /// Closes every handle that may no longer serve reads (its file unlinked, modified,
     /// or its pages verified too long ago).
     pub(crate) fn prune(&self) {
-        let mut table = self.lock();
-        table.last_prune = Some(Instant::now());
-        table.slots.retain(|_, slot| slot.block.is_current());
+        // The `fstat`s run outside the lock, so that hits are not held up by them.
+        let held: Vec<(BlockId, Arc<BlockFile>)> = {
+            let mut table = self.lock();
+            table.last_prune = Some(Instant::now());
+            table
+                .slots
+                .iter()
+                .map(|(id, slot)| (*id, Arc::clone(&slot.block)))
+                .collect()
+        };
+        for (id, block) in held {
+            if !block.is_current() {
+                self.forget_handle(id, &block);
+            }
+        }
     }
 
     /// Number of handles held.
