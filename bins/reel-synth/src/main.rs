@@ -1,18 +1,22 @@
 //! `reel-synth`: write realistic synthetic landing episodes.
 //!
 //! One JSON line per episode on stdout (path, bytes, duration, counts per
-//! topic); a progress bar on stderr.
+//! topic); a progress bar on stderr. The output is a local folder or any store
+//! URI (`s3://bucket/landing?endpoint=…`), so landing episodes can go straight
+//! to object storage.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
-use reel_synth::{EpisodeReport, FaultKind, FaultRates, Flavor, SynthConfig, write_episode};
+use reel_io::Store;
+use reel_synth::{
+    EpisodeReport, FaultKind, FaultRates, Flavor, SynthConfig, generate_episode, write_episode,
+};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum FlavorArg {
@@ -25,9 +29,9 @@ enum FlavorArg {
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// Output folder (created if missing).
+    /// Output folder (created if missing) or store URI (`s3://bucket/prefix?…`).
     #[arg(long)]
-    out: PathBuf,
+    out: String,
     /// Number of episodes.
     #[arg(long, default_value_t = 4)]
     episodes: u64,
@@ -130,13 +134,13 @@ fn main() -> anyhow::Result<()> {
         )?
         .progress_chars("=> "),
     );
+    let store = Store::open(&args.out).with_context(|| format!("opening {}", args.out))?;
     let stdout = Mutex::new(std::io::stdout());
     let summary = Mutex::new(Summary::default());
     let failures: Vec<String> = (args.first..args.first + args.episodes)
         .into_par_iter()
         .filter_map(|index| {
-            let result = write_episode(&config, index, &args.out)
-                .map_err(anyhow::Error::from)
+            let result = write_to(&store, &config, index)
                 .and_then(|written| Ok((serde_json::to_string(&written)?, written)));
             progress.inc(1);
             match result {
@@ -166,6 +170,41 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One episode as written, for the JSON line on stdout.
+#[derive(Debug, serde::Serialize)]
+struct Written {
+    /// Local path or object URI of the episode.
+    path: String,
+    /// Local path or object URI of its fault sidecar.
+    faults_path: String,
+    #[serde(flatten)]
+    report: EpisodeReport,
+}
+
+/// Writes episode `index` into `store`: straight to disk (temporary name, then
+/// rename) for a local folder, else generated in memory and put as two objects,
+/// the sidecar first so an episode is never listed without its ground truth.
+fn write_to(store: &Store, config: &SynthConfig, index: u64) -> anyhow::Result<Written> {
+    if let Some(root) = store.local_root() {
+        let written = write_episode(config, index, root)?;
+        return Ok(Written {
+            path: written.path.display().to_string(),
+            faults_path: written.faults_path.display().to_string(),
+            report: written.report,
+        });
+    }
+    let episode = generate_episode(config, index)?;
+    let mcap_key = format!("{}.mcap", episode.name);
+    let faults_key = format!("{}.faults.json", episode.name);
+    store.write_atomic(&faults_key, serde_json::to_vec_pretty(&episode.faults)?)?;
+    store.write_atomic(&mcap_key, episode.mcap)?;
+    Ok(Written {
+        path: store.object_uri(&mcap_key),
+        faults_path: store.object_uri(&faults_key),
+        report: episode.report,
+    })
+}
+
 /// Totals over the episodes written, for the human summary on stderr.
 #[derive(Debug, Default)]
 struct Summary {
@@ -189,13 +228,9 @@ impl Summary {
         }
     }
 
-    fn print(&self, out: &std::path::Path, cameras: usize) {
+    fn print(&self, out: &str, cameras: usize) {
         let row = |name: String, value: String| eprintln!("  {name:<52} {value:>10}");
-        eprintln!(
-            "reel-synth: wrote {} episodes to {}",
-            self.episodes,
-            out.display()
-        );
+        eprintln!("reel-synth: wrote {} episodes to {}", self.episodes, out);
         row(
             "episode-hours".into(),
             format!("{:.3}", self.seconds / 3600.0),

@@ -127,6 +127,81 @@ fn same_seed_same_bytes_from_the_cli() {
 }
 
 #[test]
+fn writes_to_s3_the_same_bytes_as_to_a_folder() {
+    let Some(server) = reel_io::test_support::S3Server::start("robots").expect("s3s-fs") else {
+        return;
+    };
+    let args = [
+        "--episodes",
+        "2",
+        "--seconds",
+        "2",
+        "--fault-rate",
+        "10",
+        "--seed",
+        "4",
+    ];
+    let local = tempfile::tempdir().expect("tempdir");
+    let local_lines = synth(local.path(), &args);
+    let uri = format!(
+        "s3://robots/landing?endpoint=http://127.0.0.1:{}&region=us-east-1",
+        server.port()
+    );
+    let options = server.options();
+    let output = Command::new(env!("CARGO_BIN_EXE_reel-synth"))
+        .args([
+            "--out",
+            &uri,
+            "--width",
+            "96",
+            "--height",
+            "72",
+            "--threads",
+            "2",
+        ])
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", options.access_key_id.expect("key"))
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            options.secret_access_key.expect("secret"),
+        )
+        .output()
+        .expect("reel-synth runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).expect("utf-8");
+    let mut reported = 0;
+    for line in stdout.lines() {
+        let line: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+        let path = line["path"].as_str().expect("path");
+        assert!(
+            path.starts_with("s3://robots/landing/") && path.contains("?endpoint="),
+            "{path}"
+        );
+        reported += 1;
+    }
+    assert_eq!(reported, 2);
+    assert_eq!(local_lines.lines().count(), 2);
+    let bucket = server.root().join("robots/landing");
+    let mut names: Vec<_> = std::fs::read_dir(local.path())
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "two episodes and two sidecars: {names:?}");
+    for name in names {
+        let (x, y) = (
+            std::fs::read(local.path().join(&name)).expect("reads"),
+            std::fs::read(bucket.join(&name)).expect("the object exists"),
+        );
+        assert!(x == y, "{name:?} differs between the folder and S3");
+    }
+}
+
+#[test]
 fn bad_arguments_fail_with_a_reason() {
     let dir = tempfile::tempdir().expect("tempdir");
     let output = Command::new(env!("CARGO_BIN_EXE_reel-synth"))

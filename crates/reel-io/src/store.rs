@@ -113,6 +113,20 @@ impl Store {
         &self.inner.uri
     }
 
+    /// The URI of the object `key` in this store, the inverse of [`split_object_uri`]:
+    /// `s3://b/eps?region=r` and `x.mcap` give `s3://b/eps/x.mcap?region=r`.
+    pub fn object_uri(&self, key: &str) -> String {
+        let (location, query) = match self.inner.uri.split_once('?') {
+            Some((l, q)) => (l, Some(q)),
+            None => (self.inner.uri.as_str(), None),
+        };
+        let location = format!("{}/{key}", location.trim_end_matches('/'));
+        match query {
+            Some(q) => format!("{location}?{q}"),
+            None => location,
+        }
+    }
+
     /// The folder behind a local store (`None` for S3): for engines that map
     /// local files themselves, such as Polars' Parquet scan.
     pub fn local_root(&self) -> Option<&std::path::Path> {

@@ -96,6 +96,18 @@ fn object_uris_split_into_store_and_key() {
         (".".into(), "x.mcap".into())
     );
     assert!(split_object_uri("s3://bucket").is_err());
+    // object_uri is the inverse: the key goes before the query.
+    let uri = "s3://b/eps?endpoint=http://h:1&region=r";
+    let object = Store::open(uri).unwrap().object_uri("x.mcap");
+    assert_eq!(object, "s3://b/eps/x.mcap?endpoint=http://h:1&region=r");
+    assert_eq!(
+        split_object_uri(&object).unwrap(),
+        (uri.into(), "x.mcap".into())
+    );
+    assert_eq!(
+        Store::open("/data/").unwrap().object_uri("x.mcap"),
+        "/data/x.mcap"
+    );
     assert!(split_object_uri("/data/").is_err());
     let err = Store::open("s3://b/p?colour=blue").unwrap_err();
     assert!(matches!(err, Error::InvalidUri { .. }), "{err}");

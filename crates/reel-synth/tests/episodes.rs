@@ -25,20 +25,28 @@ impl<'a> Cdr<'a> {
     }
     fn u32(&mut self) -> u32 {
         self.align(4);
-        let v = u32::from_le_bytes(self.buf[self.pos..self.pos + 4].try_into().unwrap());
+        let v = u32::from_le_bytes(
+            self.buf[self.pos..self.pos + 4]
+                .try_into()
+                .expect("bounds checked"),
+        );
         self.pos += 4;
         v
     }
     fn f64(&mut self) -> f64 {
         self.align(8);
-        let v = f64::from_le_bytes(self.buf[self.pos..self.pos + 8].try_into().unwrap());
+        let v = f64::from_le_bytes(
+            self.buf[self.pos..self.pos + 8]
+                .try_into()
+                .expect("bounds checked"),
+        );
         self.pos += 8;
         v
     }
     fn string(&mut self) -> String {
         let n = self.u32() as usize;
         let s = std::str::from_utf8(&self.buf[self.pos..self.pos + n - 1])
-            .unwrap()
+            .expect("CDR strings are UTF-8")
             .to_string();
         self.pos += n;
         s
