@@ -18,9 +18,10 @@ use reel_io::Store;
 #[derive(Debug, Parser)]
 #[command(name = "reel-warm", version, about)]
 struct Args {
-    /// Training manifest (Arrow IPC) naming the episodes to warm.
+    /// Training manifest (Arrow IPC) naming the episodes to warm: a local path, or an
+    /// object URI (`s3://bucket/runs/42/train.arrow?…`) fetched once per node.
     #[arg(long)]
-    manifest: PathBuf,
+    manifest: String,
     /// Store the manifest's episode paths are relative to: a local folder or
     /// `s3://bucket/prefix?endpoint=...&region=...` (credentials from AWS_* variables).
     #[arg(long)]
@@ -56,7 +57,9 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let items = working_set(&args.manifest)?;
+    let manifest = reel_manifest::open_uri(&args.manifest, &reel_manifest::node_manifest_dir())
+        .with_context(|| format!("opening manifest {}", args.manifest))?;
+    let items = working_set(&manifest)?;
     let store =
         Store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
 
@@ -81,13 +84,13 @@ fn main() -> Result<()> {
             Some(
                 args.pin
                     .clone()
-                    .unwrap_or_else(|| default_pin_name(&args.manifest)),
+                    .unwrap_or_else(|| default_pin_name(manifest.path())),
             )
         },
     };
     let plan = cache
         .plan_warm(&items, &options)
-        .with_context(|| format!("planning the warm of {}", args.manifest.display()))?;
+        .with_context(|| format!("planning the warm of {}", args.manifest))?;
     eprintln!(
         "reel-warm: {} episodes, {} blocks, {} ({} cached, {} to fetch); cache {} of {} capacity, {} pinned by others",
         plan.objects().len(),
@@ -135,7 +138,7 @@ fn main() -> Result<()> {
     }
     let line = serde_json::json!({
         "event": "warm",
-        "manifest": args.manifest.display().to_string(),
+        "manifest": args.manifest,
         "store": args.store,
         "pin": options.pin,
         "report": report,
@@ -148,9 +151,7 @@ fn main() -> Result<()> {
 /// The working set of a manifest: every byte of every listed episode, in manifest order
 /// without repeats. (Warming only the ranges the loader will read needs the episodes'
 /// chunk indexes; [`WarmItem::ranges`] is where such ranges go.)
-fn working_set(manifest: &Path) -> Result<Vec<WarmItem>> {
-    let manifest = reel_manifest::Manifest::open(manifest)
-        .with_context(|| format!("opening manifest {}", manifest.display()))?;
+fn working_set(manifest: &reel_manifest::Manifest) -> Result<Vec<WarmItem>> {
     let mut seen = std::collections::HashSet::new();
     let mut items = Vec::with_capacity(manifest.len());
     for episode in manifest.episodes() {

@@ -1,9 +1,9 @@
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use reel_io::Store;
+use reel_io::{Store, StoreOptions};
 
 use crate::{Manifest, ManifestError};
 
@@ -63,6 +63,50 @@ pub fn fetch_once(
             Err(source) => return Err(ManifestError::Io { path: lock, source }),
         }
     }
+}
+
+/// Opens the manifest at `uri`: a local path is mapped where it is; an object in a
+/// store (`s3://bucket/runs/42/train.arrow?region=…`) is fetched once per node into
+/// `dir` with [`fetch_once`] and mapped from there. Every process that passes the same
+/// URI and folder shares one local copy, named from a hash of the URI and the object's
+/// size: manifests are written once under a new name per curation, never rewritten.
+/// Waits up to ten minutes for another process's download.
+pub fn open_uri(uri: &str, dir: &Path) -> Result<Manifest, ManifestError> {
+    open_uri_with(uri, dir, &StoreOptions::default())
+}
+
+/// Like [`open_uri`], with explicit store credentials.
+pub fn open_uri_with(
+    uri: &str,
+    dir: &Path,
+    options: &StoreOptions,
+) -> Result<Manifest, ManifestError> {
+    let (store_uri, key) = reel_io::split_object_uri(uri)?;
+    let store = Store::open_with(&store_uri, options)?;
+    if let Some(root) = store.local_root() {
+        return Manifest::open(root.join(&key));
+    }
+    let size = store.len_of(&key)?;
+    let timeout = Duration::from_secs(600);
+    fetch_once(&store, &key, &local_copy(dir, uri, size), timeout)
+}
+
+/// The folder the CLIs give [`open_uri`]: `reel-manifests` in the system's temporary
+/// folder, the same for every process on the node.
+pub fn node_manifest_dir() -> PathBuf {
+    std::env::temp_dir().join("reel-manifests")
+}
+
+/// Where [`open_uri`] keeps the node's copy of a remote manifest.
+pub fn local_copy(dir: &Path, uri: &str, size: u64) -> PathBuf {
+    let hash = twox_hash::XxHash3_64::oneshot(uri.as_bytes());
+    let name = uri
+        .split('?')
+        .next()
+        .and_then(|location| location.rsplit('/').next())
+        .filter(|name| !name.is_empty())
+        .unwrap_or("manifest.arrow");
+    dir.join(format!("{hash:016x}-{size}-{name}"))
 }
 
 fn download(store: &Store, key: &str, local: &Path) -> Result<(), ManifestError> {

@@ -44,7 +44,7 @@ pub mod warehouse;
 mod write;
 
 pub use error::ManifestError;
-pub use fetch::fetch_once;
+pub use fetch::{fetch_once, local_copy, node_manifest_dir, open_uri, open_uri_with};
 pub use read::{EpisodeRef, Manifest, Sample, ShardView};
 pub use write::{ManifestRow, ManifestWriter, write_manifest};
 

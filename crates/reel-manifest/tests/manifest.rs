@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reel_manifest::{
     Manifest, ManifestError, ManifestMeta, ManifestRow, ManifestWriter, SamplingRule, fetch_once,
-    write_manifest,
+    open_uri, open_uri_with, write_manifest,
 };
 
 const RULE: SamplingRule = SamplingRule {
@@ -300,5 +300,52 @@ fn fetch_once_downloads_once_for_many_ranks() {
         Duration::from_secs(5),
     )
     .expect_err("missing remote");
+    assert!(err.to_string().contains("absent.arrow"), "{err}");
+}
+
+#[test]
+fn open_uri_maps_local_paths_in_place_and_fetches_objects_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let built = dir.path().join("built.arrow");
+    write(&built, &owned_rows(12), 4);
+    let expected = Manifest::open(&built).expect("opens").num_samples();
+
+    let node = tempfile::tempdir().expect("tempdir");
+    let local = open_uri(built.to_str().expect("utf-8"), node.path()).expect("maps");
+    assert_eq!(
+        local.path(),
+        built,
+        "a local manifest is mapped where it is"
+    );
+    assert_eq!(std::fs::read_dir(node.path()).expect("lists").count(), 0);
+
+    let Some(server) = reel_io::test_support::S3Server::start("runs").expect("s3s-fs") else {
+        return;
+    };
+    let bytes = std::fs::read(&built).expect("reads");
+    server
+        .store("runs", "42")
+        .expect("store")
+        .write_atomic("train.arrow", bytes.clone())
+        .expect("uploads");
+    let uri = server.uri("runs", "42/train.arrow");
+    let options = server.options();
+    let fetched = open_uri_with(&uri, node.path(), &options).expect("fetches");
+    assert_eq!(fetched.num_samples(), expected);
+    let copy = reel_manifest::local_copy(node.path(), &uri, bytes.len() as u64);
+    assert_eq!(fetched.path(), copy);
+    assert_eq!(std::fs::read(&copy).expect("reads"), bytes);
+    // A second open maps the node's copy: the same file, not a second download.
+    let inode =
+        |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).expect("stat"));
+    let first_inode = inode(&copy);
+    let again = open_uri_with(&uri, node.path(), &options).expect("maps again");
+    assert_eq!(again.path(), copy);
+    assert_eq!(inode(&copy), first_inode, "not downloaded again");
+    let leftovers = std::fs::read_dir(node.path()).expect("lists").count();
+    assert_eq!(leftovers, 1, "one copy, no lock or temporary left");
+    // Bad URIs and missing objects fail with the name.
+    let missing = server.uri("runs", "42/absent.arrow");
+    let err = open_uri_with(&missing, node.path(), &options).expect_err("missing");
     assert!(err.to_string().contains("absent.arrow"), "{err}");
 }
