@@ -14,6 +14,7 @@ export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
 # The CUDA backend must compile on machines without CUDA (it loads CUDA at run time).
 cargo check -p reel-muon --features cuda --all-targets
+cargo check -p reel-loader --features cuda --all-targets
 cargo test --workspace --doc
 # Unit, integration and CLI tests last, so their summary closes the output.
 if cargo nextest --version >/dev/null 2>&1; then

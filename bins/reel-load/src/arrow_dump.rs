@@ -34,15 +34,15 @@ impl<W: Write> Dump<W> {
             let (item, values): (DataType, ArrayRef) = match tensor.data {
                 TensorData::U8(v) => (
                     DataType::UInt8,
-                    Arc::new(UInt8Array::new(ScalarBuffer::from(v), None)),
+                    Arc::new(UInt8Array::new(ScalarBuffer::from(v.into_vec()), None)),
                 ),
                 TensorData::F32(v) => (
                     DataType::Float32,
-                    Arc::new(Float32Array::new(ScalarBuffer::from(v), None)),
+                    Arc::new(Float32Array::new(ScalarBuffer::from(v.into_vec()), None)),
                 ),
                 TensorData::I64(v) => (
                     DataType::Int64,
-                    Arc::new(Int64Array::new(ScalarBuffer::from(v), None)),
+                    Arc::new(Int64Array::new(ScalarBuffer::from(v.into_vec()), None)),
                 ),
             };
             let item = Arc::new(Field::new("item", item, false));

@@ -11,9 +11,9 @@ use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use reel_cache::{BlockCache, CacheConfig};
-use reel_io::Store;
+use reel_io::{Store, split_object_uri};
 use reel_loader::{Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources};
-use reel_manifest::Manifest;
+use reel_manifest::{node_manifest_dir, open_uri};
 use serde::Serialize;
 
 mod arrow_dump;
@@ -27,9 +27,10 @@ enum Order {
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// Training manifest (Arrow IPC file, memory-mapped).
+    /// Training manifest (Arrow IPC file, memory-mapped): a local path, or an object URI
+    /// (`s3://bucket/runs/42/train.arrow?…`) fetched once per node.
     #[arg(long)]
-    manifest: PathBuf,
+    manifest: String,
     /// Sample spec (TOML).
     #[arg(long)]
     spec: PathBuf,
@@ -79,6 +80,10 @@ struct Args {
     /// Numeric stream (spec name) to pack.
     #[arg(long, default_value = "state")]
     pack_stream: String,
+    /// Allocate batches in page-locked memory through this CUDA device (built with
+    /// feature `cuda`; pageable memory where CUDA is absent, as the report says).
+    #[arg(long, value_name = "DEVICE")]
+    pin_memory: Option<usize>,
 }
 
 #[derive(Debug, Serialize)]
@@ -102,6 +107,7 @@ struct Report {
     peak_rss_mib: f64,
     cache_hit_rate: Option<f64>,
     pack_padding_fraction: Option<f64>,
+    pinned_memory: bool,
     state: LoaderState,
 }
 
@@ -111,16 +117,11 @@ fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let cpu_at_start = cpu_seconds();
     let spec = SampleSpec::from_toml_file(&args.spec)?;
-    let manifest = Manifest::open(&args.manifest)?;
+    let manifest = open_uri(&args.manifest, &node_manifest_dir())
+        .with_context(|| format!("opening manifest {}", args.manifest))?;
     let store_uri = match &args.store {
         Some(uri) => uri.clone(),
-        None => args
-            .manifest
-            .canonicalize()
-            .with_context(|| format!("{}", args.manifest.display()))?
-            .parent()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|| ".".into()),
+        None => split_object_uri(&args.manifest)?.0,
     };
     let store = Store::open(&store_uri)?;
     let (sources, cache) = match &args.cache {
@@ -142,11 +143,18 @@ fn main() -> anyhow::Result<()> {
             Order::Global => Shuffle::Global,
             Order::Locality => Shuffle::Locality { run: args.run },
         },
+        pin_memory: args.pin_memory,
         ..LoaderOptions::default()
     };
     let loader = Loader::new(manifest, &spec, sources, options)?;
+    let pinned_memory = loader.host_memory().is_pinned();
+    if args.pin_memory.is_some() && !pinned_memory {
+        eprintln!(
+            "reel-load: no CUDA here (or built without feature cuda): batches in pageable memory"
+        );
+    }
     if loader.total_samples() == 0 {
-        bail!("{}: no samples under this spec", args.manifest.display());
+        bail!("{}: no samples under this spec", args.manifest);
     }
 
     let progress = if args.dump || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
@@ -250,6 +258,7 @@ fn main() -> anyhow::Result<()> {
         pack_padding_fraction: args
             .pack_budget
             .map(|_| padded.0 as f64 / padded.1.max(1) as f64),
+        pinned_memory,
         state,
     };
     eprintln!(

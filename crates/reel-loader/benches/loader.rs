@@ -2,7 +2,11 @@
 //! locality-aware shuffle, and 1 against 2 worker threads.
 //!
 //! `cargo bench -p reel-loader --bench loader -- --manifest M --store DIR [--spec S]
-//!  [--batches N] [--batch-size B]`
+//!  [--batches N] [--batch-size B] [--workers 1,2] [--runs 10,30] [--rounds R]`
+//!
+//! `--runs` lists the locality run lengths (anchors drawn from each opened window);
+//! `--rounds` repeats the whole table, configurations taking turns, so every
+//! configuration sees the same machine load.
 //!
 //! For each configuration: samples/s, samples per CPU-second (user + system time of the
 //! whole process, all threads), frames decoded per sample, chunks read per sample and
@@ -46,6 +50,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let batches: usize = arg(&args, "--batches").map_or(Ok(40), |v| v.parse())?;
     let batch_size: usize = arg(&args, "--batch-size").map_or(Ok(8), |v| v.parse())?;
+    let list = |name: &str, default: &str| -> Result<Vec<usize>, std::num::ParseIntError> {
+        arg(&args, name)
+            .unwrap_or_else(|| default.to_string())
+            .split(',')
+            .map(str::parse)
+            .collect()
+    };
+    let worker_counts = list("--workers", "1,2")?;
+    let runs = list("--runs", "10")?;
+    let rounds: usize = arg(&args, "--rounds").map_or(Ok(1), |v| v.parse())?;
+    let mut shuffles = vec![Shuffle::Global];
+    shuffles.extend(
+        runs.iter()
+            .map(|&run| Shuffle::Locality { run: run as u64 }),
+    );
     reel_video::quiet_ffmpeg_logs();
     let spec = SampleSpec::from_toml_file(&spec_path)?;
     let store = Store::open(&store_uri)?;
@@ -60,54 +79,56 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "| shuffle | workers | samples | samples/s | samples per CPU-s | frames decoded per sample | chunks read per sample | first batch |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for shuffle in [Shuffle::Global, Shuffle::Locality { run: 10 }] {
-        for workers in [1, 2] {
-            let started = Instant::now();
-            let cpu = cpu_seconds();
-            let options = LoaderOptions {
-                batch_size,
-                workers,
-                shuffle,
-                seed: 1,
-                ..LoaderOptions::default()
-            };
-            let loader = Loader::new(
-                Manifest::open(&manifest_path)?,
-                &spec,
-                Sources::Store(store.clone()),
-                options,
-            )?;
-            let mut first = None;
-            let mut samples = 0;
-            let (mut frames, mut chunks) = (0, 0);
-            let mut epoch = 0;
-            let mut delivered = 0;
-            while delivered < batches {
-                let mut iter = loader.epoch(epoch)?;
-                for batch in iter.by_ref().take(batches - delivered) {
-                    samples += batch?.len();
-                    first.get_or_insert_with(|| started.elapsed().as_secs_f64());
-                    delivered += 1;
+    for _ in 0..rounds {
+        for &shuffle in &shuffles {
+            for &workers in &worker_counts {
+                let started = Instant::now();
+                let cpu = cpu_seconds();
+                let options = LoaderOptions {
+                    batch_size,
+                    workers,
+                    shuffle,
+                    seed: 1,
+                    ..LoaderOptions::default()
+                };
+                let loader = Loader::new(
+                    Manifest::open(&manifest_path)?,
+                    &spec,
+                    Sources::Store(store.clone()),
+                    options,
+                )?;
+                let mut first = None;
+                let mut samples = 0;
+                let (mut frames, mut chunks) = (0, 0);
+                let mut epoch = 0;
+                let mut delivered = 0;
+                while delivered < batches {
+                    let mut iter = loader.epoch(epoch)?;
+                    for batch in iter.by_ref().take(batches - delivered) {
+                        samples += batch?.len();
+                        first.get_or_insert_with(|| started.elapsed().as_secs_f64());
+                        delivered += 1;
+                    }
+                    let stats = iter.stats();
+                    frames += stats.frames_decoded;
+                    chunks += stats.chunks_read;
+                    epoch += 1;
                 }
-                let stats = iter.stats();
-                frames += stats.frames_decoded;
-                chunks += stats.chunks_read;
-                epoch += 1;
+                let seconds = started.elapsed().as_secs_f64();
+                let cpu = cpu_seconds() - cpu;
+                let name = match shuffle {
+                    Shuffle::Global => "global".to_string(),
+                    Shuffle::Locality { run } => format!("locality (run {run})"),
+                };
+                println!(
+                    "| {name} | {workers} | {samples} | {:.1} | {:.1} | {:.1} | {:.2} | {:.3} s |",
+                    samples as f64 / seconds,
+                    samples as f64 / cpu,
+                    frames as f64 / samples as f64,
+                    chunks as f64 / samples as f64,
+                    first.unwrap_or(0.0)
+                );
             }
-            let seconds = started.elapsed().as_secs_f64();
-            let cpu = cpu_seconds() - cpu;
-            let name = match shuffle {
-                Shuffle::Global => "global".to_string(),
-                Shuffle::Locality { run } => format!("locality (run {run})"),
-            };
-            println!(
-                "| {name} | {workers} | {samples} | {:.1} | {:.1} | {:.1} | {:.2} | {:.3} s |",
-                samples as f64 / seconds,
-                samples as f64 / cpu,
-                frames as f64 / samples as f64,
-                chunks as f64 / samples as f64,
-                first.unwrap_or(0.0)
-            );
         }
     }
     Ok(())

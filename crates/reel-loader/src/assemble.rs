@@ -3,15 +3,16 @@
 //! straight into the batch's tensors.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, MutexGuard, PoisonError};
 
 use reel_io::ByteSource;
-use reel_mcap::{DecodedGop, EpisodeReader, SignalWindow};
+use reel_mcap::{DecodedGop, EpisodeReader, PlannedGop, SignalWindow};
 use reel_video::H264Decoder;
 
 use crate::batch::{Batch, DType, Skipped, Tensor};
 use crate::error::{LoaderError, Result};
-use crate::loader::Shared;
+use crate::host::HostMemory;
+use crate::loader::{GopCache, Shared};
 use crate::spec::{Layout, ProprioSpec};
 
 pub(crate) type Reader = EpisodeReader<Box<dyn ByteSource>>;
@@ -113,13 +114,15 @@ const ON_GRID_NS: i64 = 100_000;
 
 impl Worker {
     pub(crate) fn new(shared: Arc<Shared>) -> Result<Self> {
-        let decoder = H264Decoder::new().map_err(|source| LoaderError::Episode {
-            uri: "H.264 decoder".into(),
-            source: Box::new(reel_mcap::Error::Video {
-                name: String::new(),
-                topic: String::new(),
-                source,
-            }),
+        let decoder = H264Decoder::with_conversion(shared.options.rgb).map_err(|source| {
+            LoaderError::Episode {
+                uri: "H.264 decoder".into(),
+                source: Box::new(reel_mcap::Error::Video {
+                    name: String::new(),
+                    topic: String::new(),
+                    source,
+                }),
+            }
         })?;
         Ok(Self {
             shared,
@@ -134,10 +137,11 @@ impl Worker {
     /// Builds the batch of `samples` (global sample indexes, in order).
     pub(crate) fn build(&mut self, epoch: u64, index: u64, samples: &[u64]) -> Result<Batch> {
         let shared = Arc::clone(&self.shared);
+        let memory = &shared.memory;
         let n = samples.len();
         let mut tensors = vec![
-            Tensor::zeros("anchor_ns".into(), vec![n], DType::I64),
-            Tensor::zeros("episode_row".into(), vec![n], DType::I64),
+            Tensor::zeros("anchor_ns".into(), vec![n], DType::I64, memory),
+            Tensor::zeros("episode_row".into(), vec![n], DType::I64, memory),
         ];
         for c in &shared.cameras {
             let frame = match c.layout {
@@ -147,8 +151,8 @@ impl Worker {
             let k = c.offsets_ns.len();
             let mut shape = vec![n, k];
             shape.extend(frame);
-            tensors.push(Tensor::zeros(c.name.clone(), shape, DType::U8));
-            push_times_and_mask(&mut tensors, &c.name, n, k);
+            tensors.push(Tensor::zeros(c.name.clone(), shape, DType::U8, memory));
+            push_times_and_mask(&mut tensors, &c.name, n, k, memory);
         }
         for p in &shared.proprio {
             let k = p.offsets_ns.len();
@@ -156,8 +160,9 @@ impl Worker {
                 p.name.clone(),
                 vec![n, k, p.fields],
                 DType::F32,
+                memory,
             ));
-            push_times_and_mask(&mut tensors, &p.name, n, k);
+            push_times_and_mask(&mut tensors, &p.name, n, k, memory);
         }
         let mut skipped = Vec::new();
         let mut filled = 0;
@@ -277,31 +282,61 @@ impl Worker {
     /// A decoded GOP of `key` showing time `t`, from the cache every worker shares (the
     /// next samples of a run often go to another worker).
     fn cached_frame(&self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
-        let mut gops = self
-            .shared
-            .gops
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut gops = self.lock_gops();
         let i = gops
+            .decoded
             .iter()
-            .position(|(k, g)| *k == key && g.frame_at(t).is_some())?;
-        let entry = gops.remove(i)?;
+            .position(|(k, g)| *k == key && g.shown_at(t).is_some())?;
+        let entry = gops.decoded.remove(i)?;
         let gop = Arc::clone(&entry.1);
-        gops.push_front(entry);
+        gops.decoded.push_front(entry);
         Some(gop)
     }
 
-    /// The earliest cached GOP of `key` starting after `t`.
+    /// The earliest cached GOP of `key` starting after `t` that kept its keyframe.
     fn first_gop_after(&self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
-        let gops = self
-            .shared
-            .gops
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        gops.iter()
-            .filter(|(k, g)| *k == key && g.start_ns > t)
+        self.lock_gops()
+            .decoded
+            .iter()
+            .filter(|(k, g)| *k == key && g.start_ns > t && g.has_keyframe())
             .min_by_key(|(_, g)| g.start_ns)
             .map(|(_, g)| Arc::clone(g))
+    }
+
+    fn lock_gops(&self) -> MutexGuard<'_, GopCache> {
+        self.shared
+            .gops
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Claims the decode of `gop` for this worker, or returns `None` once another worker
+    /// has decoded every frame it would keep (waiting while one is decoding it).
+    fn claim(&self, key: (usize, usize), gop: &PlannedGop) -> Option<GopClaim> {
+        let id = (key.0, key.1, gop.start_ns());
+        let kept = gop.kept();
+        let mut gops = self.lock_gops();
+        loop {
+            let covered = kept.iter().all(|&t| {
+                gops.decoded
+                    .iter()
+                    .any(|(k, g)| *k == key && g.shown_at(t) == Some(t))
+            });
+            if covered {
+                return None;
+            }
+            if gops.in_flight.insert(id) {
+                return Some(GopClaim {
+                    shared: Arc::clone(&self.shared),
+                    id,
+                });
+            }
+            gops = self
+                .shared
+                .gop_done
+                .wait(gops)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -330,27 +365,29 @@ impl Worker {
             .filter(|&q| self.cached_frame(key, q).is_none())
             .collect();
         if !missing.is_empty() {
-            let decoded = episode
+            let episode_error = |source| LoaderError::Episode {
+                uri: uri.to_string(),
+                source: Box::new(source),
+            };
+            let planned = episode
                 .reader
-                .gops(
-                    &[(camera.topic.as_str(), &missing)],
-                    &mut self.decoder,
-                    camera.resize,
-                    self.shared.whole_gops,
-                )
-                .map_err(|source| LoaderError::Episode {
-                    uri: uri.to_string(),
-                    source: Box::new(source),
-                })?;
-            let mut gops = self
-                .shared
-                .gops
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            for gop in decoded.into_iter().flatten() {
-                gops.push_front((key, Arc::new(gop)));
+                .plan_gops(&[(camera.topic.as_str(), &missing)], self.shared.whole_gops)
+                .map_err(episode_error)?;
+            for gop in planned.iter().flatten() {
+                let Some(claim) = self.claim(key, gop) else {
+                    continue;
+                };
+                let decoded = episode
+                    .reader
+                    .decode_gop(gop, &mut self.decoder, camera.resize)
+                    .map_err(episode_error)?;
+                let mut gops = self.lock_gops();
+                gops.decoded.push_front((key, Arc::new(decoded)));
+                gops.decoded
+                    .truncate(self.shared.gop_cache.max(wanted.len()));
+                drop(gops);
+                drop(claim);
             }
-            gops.truncate(self.shared.gop_cache.max(wanted.len()));
         }
         let frame_len = camera.width * camera.height * 3;
         for (j, (&q, offset)) in wanted.iter().zip(&camera.offsets_ns).enumerate() {
@@ -363,7 +400,20 @@ impl Worker {
                     uri: uri.to_string(),
                     reason: format!("{}: no frame near {}", camera.topic, anchor + offset),
                 })?;
-            let Some((time, image)) = gop.frame_at(q).or_else(|| gop.frames.first()) else {
+            let converted = match gop.rgb_at(q, &mut self.decoder) {
+                Ok(Some(frame)) => Ok(Some(frame)),
+                Ok(None) => gop.keyframe_rgb(&mut self.decoder),
+                Err(e) => Err(e),
+            };
+            let Some((time, image)) = converted.map_err(|source| LoaderError::Episode {
+                uri: uri.to_string(),
+                source: Box::new(reel_mcap::Error::Video {
+                    name: uri.to_string(),
+                    topic: camera.topic.clone(),
+                    source,
+                }),
+            })?
+            else {
                 continue;
             };
             if image.width != camera.width || image.height != camera.height {
@@ -384,8 +434,8 @@ impl Worker {
                     Layout::Chw => to_chw(&image.data, dst, camera.width * camera.height),
                 }
             }
-            write_i64(&mut out[1], frame_index, 0, *time as i64);
-            let on_time = (*time as i64 - requested).abs() <= half;
+            write_i64(&mut out[1], frame_index, 0, time as i64);
+            let on_time = (time as i64 - requested).abs() <= half;
             write_u8(&mut out[2], frame_index, u8::from(on_time));
         }
         Ok(())
@@ -538,13 +588,44 @@ fn value_at(w: &SignalWindow, tau: i64, max_gap: i64) -> Option<Value> {
 }
 
 /// The `<name>.time_ns` and `<name>.mask` tensors that go with `k` elements per sample.
-fn push_times_and_mask(tensors: &mut Vec<Tensor>, name: &str, n: usize, k: usize) {
+/// A GOP this worker is decoding; dropping it (after the decode, or on an error) lets
+/// waiting workers look again.
+struct GopClaim {
+    shared: Arc<Shared>,
+    id: (usize, usize, u64),
+}
+
+impl Drop for GopClaim {
+    fn drop(&mut self) {
+        self.shared
+            .gops
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .in_flight
+            .remove(&self.id);
+        self.shared.gop_done.notify_all();
+    }
+}
+
+fn push_times_and_mask(
+    tensors: &mut Vec<Tensor>,
+    name: &str,
+    n: usize,
+    k: usize,
+    memory: &HostMemory,
+) {
     tensors.push(Tensor::zeros(
         format!("{name}.time_ns"),
         vec![n, k],
         DType::I64,
+        memory,
     ));
-    tensors.push(Tensor::zeros(format!("{name}.mask"), vec![n, k], DType::U8));
+    tensors.push(Tensor::zeros(
+        format!("{name}.mask"),
+        vec![n, k],
+        DType::U8,
+        memory,
+    ));
 }
 
 fn to_chw(hwc: &[u8], chw: &mut [u8], pixels: usize) {

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::host::{HostBuf, HostMemory};
+
 /// Element type of a tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -12,12 +14,12 @@ pub enum DType {
     I64,
 }
 
-/// A tensor's elements, one contiguous buffer.
+/// A tensor's elements, one contiguous buffer (pinned when the loader pins memory).
 #[derive(Debug, Clone, PartialEq)]
 pub enum TensorData {
-    U8(Vec<u8>),
-    F32(Vec<f32>),
-    I64(Vec<i64>),
+    U8(HostBuf<u8>),
+    F32(HostBuf<f32>),
+    I64(HostBuf<i64>),
 }
 
 impl TensorData {
@@ -53,6 +55,15 @@ impl TensorData {
         }
     }
 
+    /// Whether the buffer is page-locked host memory.
+    pub fn is_pinned(&self) -> bool {
+        match self {
+            Self::U8(v) => v.is_pinned(),
+            Self::F32(v) => v.is_pinned(),
+            Self::I64(v) => v.is_pinned(),
+        }
+    }
+
     fn truncate(&mut self, len: usize) {
         match self {
             Self::U8(v) => v.truncate(len),
@@ -71,12 +82,17 @@ pub struct Tensor {
 }
 
 impl Tensor {
-    pub(crate) fn zeros(name: String, shape: Vec<usize>, dtype: DType) -> Self {
+    pub(crate) fn zeros(
+        name: String,
+        shape: Vec<usize>,
+        dtype: DType,
+        memory: &HostMemory,
+    ) -> Self {
         let n = shape.iter().product();
         let data = match dtype {
-            DType::U8 => TensorData::U8(vec![0; n]),
-            DType::F32 => TensorData::F32(vec![0.0; n]),
-            DType::I64 => TensorData::I64(vec![0; n]),
+            DType::U8 => TensorData::U8(memory.zeroed(n)),
+            DType::F32 => TensorData::F32(memory.zeroed(n)),
+            DType::I64 => TensorData::I64(memory.zeroed(n)),
         };
         Self { name, shape, data }
     }

@@ -68,6 +68,7 @@
 mod assemble;
 mod batch;
 mod error;
+mod host;
 mod loader;
 mod order;
 mod pack;
@@ -75,7 +76,9 @@ mod spec;
 
 pub use batch::{Batch, DType, Skipped, Tensor, TensorData};
 pub use error::{LoaderError, Result};
+pub use host::{Element, HostBuf, HostMemory};
 pub use loader::{Batches, LoadStats, Loader, LoaderOptions, LoaderState, Sources};
 pub use order::Shuffle;
 pub use pack::{PackError, Packed, pack};
+pub use reel_video::RgbConversion;
 pub use spec::{CameraSpec, EdgePolicy, Layout, ProprioKind, ProprioSpec, SampleSpec};

@@ -3,6 +3,7 @@
 //! sample to the longest.
 
 use crate::batch::{Batch, DType, Tensor};
+use crate::host::HostMemory;
 
 /// A batch's stream packed into rows of `budget` tokens.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,16 +75,19 @@ pub fn pack(batch: &Batch, stream: &str, budget: usize) -> Result<Packed, PackEr
         format!("{stream}.packed"),
         vec![n_rows, budget, fields],
         DType::F32,
+        &HostMemory::Pageable,
     );
     let mut positions = Tensor::zeros(
         format!("{stream}.position_ids"),
         vec![n_rows, budget],
         DType::I64,
+        &HostMemory::Pageable,
     );
     let mut sequence_ids = Tensor::zeros(
         format!("{stream}.sequence_ids"),
         vec![n_rows, budget],
         DType::I64,
+        &HostMemory::Pageable,
     );
     let mut cu_seqlens = vec![0i32];
     let mut padding = 0;
@@ -155,12 +159,12 @@ mod tests {
                 Tensor {
                     name: "state".into(),
                     shape: vec![lens.len(), steps, fields],
-                    data: TensorData::F32(values),
+                    data: TensorData::F32(values.into()),
                 },
                 Tensor {
                     name: "state.mask".into(),
                     shape: vec![lens.len(), steps],
-                    data: TensorData::U8(mask),
+                    data: TensorData::U8(mask.into()),
                 },
             ],
             skipped: Vec::new(),

@@ -14,7 +14,7 @@ use reel_manifest::{Manifest, ManifestMeta, ManifestRow, ManifestWriter, Samplin
 use reel_mcap::EpisodeReader;
 use reel_pipeline::{PipelineConfig, decode_landing, process_episode};
 use reel_synth::{SynthConfig, generate_episode};
-use reel_video::{H264Decoder, ImageDecoder, ImageFormat, RgbImage};
+use reel_video::{H264Decoder, ImageDecoder, ImageFormat, RgbConversion, RgbImage};
 
 const HIGH: &str = "/camera/high/image_raw/compressed";
 const WRIST: &str = "/camera/left_wrist/image_raw/compressed";
@@ -169,7 +169,8 @@ fn every_element_is_the_grid_point_it_asks_for() {
     let batches = all_batches(&loader, 0);
     assert_eq!(samples(&batches).len() as u64, loader.total_samples());
 
-    let mut decoder = H264Decoder::new().expect("decoder");
+    // The loader's conversion (the default, swscale's fast path): pixels must be equal.
+    let mut decoder = H264Decoder::with_conversion(RgbConversion::Fast).expect("decoder");
     let mut image_decoder = ImageDecoder::new();
     let mut psnrs = Vec::new();
     for batch in &batches {
@@ -350,6 +351,24 @@ fn the_order_is_deterministic_and_shards_partition_the_samples() {
         let a = all_batches(&one, 0);
         let b = all_batches(&loader(&f, &spec, options(3, 7, 0, 1)), 0);
         assert_eq!(a, b, "{shuffle:?}: worker count changes nothing");
+        // Page-locked buffers where CUDA is present (pageable here): the same batches.
+        let pinned = loader(
+            &f,
+            &spec,
+            LoaderOptions {
+                pin_memory: Some(0),
+                ..options(2, 7, 0, 1)
+            },
+        );
+        let c = all_batches(&pinned, 0);
+        assert_eq!(a, c, "{shuffle:?}: pinned memory changes nothing");
+        let pinned_here = pinned.host_memory().is_pinned();
+        assert!(c.iter().all(|batch| {
+            batch
+                .tensors
+                .iter()
+                .all(|t| t.data.is_pinned() == pinned_here)
+        }));
         let other_seed = samples(&all_batches(&loader(&f, &spec, options(2, 8, 0, 1)), 0));
         let other_epoch = samples(&all_batches(&one, 1));
         let all = samples(&a);

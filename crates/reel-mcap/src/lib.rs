@@ -58,7 +58,7 @@ pub use landing::{
     ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingSignal, read_landing,
 };
 pub use pack::{PackConfig, PackReport, TopicRule, pack, pack_episode, prepare_episode};
-pub use reader::{DecodedGop, EpisodeReader, RawMessage, SignalWindow};
+pub use reader::{DecodedGop, EpisodeReader, PlannedGop, RawMessage, SignalWindow};
 pub use writer::{
     CameraStream, CanonicalEpisode, Layout, Sample, SignalKind, SignalStream, StreamGrid,
     VideoFrame, WriteConfig, is_idr, write_episode,

@@ -1,11 +1,11 @@
 //! The episode reader: summary in at most two ranged reads, then one ranged read per group
 //! per sample on canonical files.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::SeekFrom;
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use mcap::records::{ChunkIndex, Record};
@@ -14,7 +14,7 @@ use mcap::sans_io::summary_reader::{SummaryReadEvent, SummaryReader, SummaryRead
 use mcap::{Channel, Summary};
 use prost::Message as _;
 use reel_io::ByteSource;
-use reel_video::{H264Decoder, RgbImage};
+use reel_video::{H264Decoder, Picture, RgbImage};
 
 use crate::proto::{CompressedVideo, FloatArray};
 use crate::writer::is_idr;
@@ -42,27 +42,125 @@ pub struct RawMessage {
     pub data: Bytes,
 }
 
-/// One GOP of one camera, decoded whole.
-#[derive(Debug, Clone)]
+/// One GOP of one camera, decoded from its keyframe. Pictures stay in the decoder's
+/// pixel format until one is asked for ([`rgb_at`](Self::rgb_at)), then the RGB picture
+/// is kept: converting costs about as much as decoding, and a GOP decoded whole is often
+/// used for a few of its frames only. Safe to share between threads.
+#[derive(Debug)]
 pub struct DecodedGop {
     /// Log time of the keyframe (ns).
     pub start_ns: u64,
     /// End of the span it is known to cover, exclusive: the next keyframe's log time, or,
-    /// when that keyframe was not among the chunks read, just past the later of its last
-    /// frame and the latest requested time it serves.
+    /// when that keyframe was not among the chunks read (or the GOP was decoded only up
+    /// to a requested frame), just past the later of its last decoded frame and the
+    /// latest requested time it serves.
     pub end_ns: u64,
-    /// Each frame with its log time, in order.
-    pub frames: Vec<(u64, RgbImage)>,
+    /// Log time of every frame decoded, in order: which frame is shown at a time.
+    pub times: Vec<u64>,
+    /// RGB output size (`None`: the stream's own).
+    size: Option<(usize, usize)>,
+    /// The pictures kept, by log time, in order: every decoded frame of a whole GOP, or
+    /// only the requested ones.
+    pictures: Vec<(u64, Picture, OnceLock<RgbImage>)>,
 }
 
 impl DecodedGop {
-    /// The frame shown at `t` (the latest at or before it), if this GOP covers `t`.
-    pub fn frame_at(&self, t: u64) -> Option<&(u64, RgbImage)> {
+    /// Log time of the frame shown at `t` (the latest at or before it), if this GOP
+    /// covers `t` and kept that frame's picture.
+    pub fn shown_at(&self, t: u64) -> Option<u64> {
+        self.picture_index(t).map(|i| self.pictures[i].0)
+    }
+
+    fn picture_index(&self, t: u64) -> Option<usize> {
         if t < self.start_ns || t >= self.end_ns {
             return None;
         }
-        let i = self.frames.partition_point(|(k, _)| *k <= t);
-        i.checked_sub(1).map(|i| &self.frames[i])
+        let i = self.times.partition_point(|k| *k <= t);
+        let shown = *self.times.get(i.checked_sub(1)?)?;
+        self.pictures.binary_search_by_key(&shown, |p| p.0).ok()
+    }
+
+    /// The frame shown at `t` as RGB, with its log time, if this GOP covers `t` and kept
+    /// that frame's picture; converted on first use with `decoder`'s converter.
+    pub fn rgb_at(
+        &self,
+        t: u64,
+        decoder: &mut H264Decoder,
+    ) -> std::result::Result<Option<(u64, &RgbImage)>, reel_video::Error> {
+        match self.picture_index(t) {
+            Some(i) => self.rgb(i, decoder).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The keyframe as RGB, if its picture was kept.
+    pub fn keyframe_rgb(
+        &self,
+        decoder: &mut H264Decoder,
+    ) -> std::result::Result<Option<(u64, &RgbImage)>, reel_video::Error> {
+        if !self.has_keyframe() {
+            return Ok(None);
+        }
+        self.rgb(0, decoder).map(Some)
+    }
+
+    /// Whether the keyframe's picture was kept.
+    pub fn has_keyframe(&self) -> bool {
+        self.pictures.first().is_some_and(|p| p.0 == self.start_ns)
+    }
+
+    /// Log times of the pictures kept.
+    pub fn kept(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pictures.iter().map(|p| p.0)
+    }
+
+    fn rgb(
+        &self,
+        i: usize,
+        decoder: &mut H264Decoder,
+    ) -> std::result::Result<(u64, &RgbImage), reel_video::Error> {
+        let (time, picture, rgb) = &self.pictures[i];
+        if rgb.get().is_none() {
+            // Two threads may both convert; the first one's picture is kept.
+            let _ = rgb.set(decoder.to_rgb(picture, self.size)?);
+        }
+        let image = rgb.get().ok_or_else(|| {
+            reel_video::Error::InvalidInput("a converted picture went missing".into())
+        })?;
+        Ok((*time, image))
+    }
+}
+
+/// A GOP found by [`EpisodeReader::plan_gops`], ready to decode.
+#[derive(Debug, Clone)]
+pub struct PlannedGop {
+    topic: String,
+    start_ns: u64,
+    end_ns: u64,
+    /// The frames to keep (`None`: all of them, a whole GOP).
+    shown: Option<BTreeSet<u64>>,
+    /// Access units from the keyframe on, by log time.
+    units: Vec<(u64, Vec<u8>)>,
+}
+
+impl PlannedGop {
+    /// Log time of the keyframe (ns).
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    /// Log times of the frames whose pictures will be kept: the frames shown at the
+    /// requested times, or every frame of a whole GOP.
+    pub fn kept(&self) -> Vec<u64> {
+        match &self.shown {
+            Some(shown) => shown.iter().copied().collect(),
+            None => self.units.iter().map(|(k, _)| *k).collect(),
+        }
+    }
+
+    /// Whether the decode keeps every frame of the GOP.
+    pub fn is_whole(&self) -> bool {
+        self.shown.is_none()
     }
 }
 
@@ -674,9 +772,10 @@ impl<S: ByteSource> EpisodeReader<S> {
     }
 
     /// Decodes every GOP that holds a frame shown at one of the requested times (`(topic,
-    /// times)` pairs, fetched as in [`frames`](Self::frames)): whole, or (`whole = false`)
-    /// from its keyframe through the latest frame requested. Callers that serve many nearby
-    /// samples keep whole GOPs and decode each one once.
+    /// times)` pairs, fetched as in [`frames`](Self::frames)): whole, keeping every
+    /// picture, or (`whole = false`) from its keyframe through the latest frame requested,
+    /// keeping only the requested pictures. Callers that serve many nearby samples keep
+    /// whole GOPs and decode each one once; callers with scattered times decode less.
     pub fn gops(
         &self,
         requests: &[(&str, &[u64])],
@@ -684,26 +783,46 @@ impl<S: ByteSource> EpisodeReader<S> {
         size: Option<(usize, usize)>,
         whole: bool,
     ) -> Result<Vec<Vec<DecodedGop>>> {
+        self.plan_gops(requests, whole)?
+            .iter()
+            .map(|gops| {
+                gops.iter()
+                    .map(|gop| self.decode_gop(gop, decoder, size))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The first half of [`gops`](Self::gops): fetches the chunks (one ranged read per
+    /// group) and finds the GOPs to decode, with their access units, without decoding.
+    /// Callers that share decoded GOPs between threads look at each GOP's keyframe time
+    /// before deciding to decode it with [`decode_gop`](Self::decode_gop).
+    pub fn plan_gops(
+        &self,
+        requests: &[(&str, &[u64])],
+        whole: bool,
+    ) -> Result<Vec<Vec<PlannedGop>>> {
         let (ids, frames) = self.camera_units(requests)?;
         let mut out = Vec::with_capacity(requests.len());
         for ((topic, times), id) in requests.iter().zip(&ids) {
             let empty = BTreeMap::new();
             let stream = frames.get(id).unwrap_or(&empty);
             // Keyframe of each GOP needed, with the latest requested time it serves and
-            // the latest frame shown then.
-            let mut keys: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+            // the frames shown at the requested times.
+            let mut keys: BTreeMap<u64, (u64, BTreeSet<u64>)> = BTreeMap::new();
             for &t in *times {
                 let (target, key) = shown_at(stream, t).ok_or_else(|| Error::NoFrame {
                     name: self.name.clone(),
                     topic: (*topic).into(),
                     time: t,
                 })?;
-                let (served, shown) = keys.entry(key).or_insert((t, target));
+                let (served, shown) = keys.entry(key).or_insert((t, BTreeSet::new()));
                 *served = (*served).max(t);
-                *shown = (*shown).max(target);
+                shown.insert(target);
             }
             let mut gops = Vec::with_capacity(keys.len());
-            for (key, (latest_served, latest_shown)) in keys {
+            for (key, (latest_served, shown)) in keys {
+                let latest_shown = shown.last().copied().unwrap_or(key);
                 // The GOP runs to the next keyframe; without one in the fetched chunks it
                 // is known to cover only up to its last frame or the latest time it serves.
                 let next_key = whole
@@ -719,25 +838,60 @@ impl<S: ByteSource> EpisodeReader<S> {
                 } else {
                     latest_shown
                 };
-                let members: Vec<(u64, Vec<u8>)> = stream
+                let units: Vec<(u64, Vec<u8>)> = stream
                     .range(key..=through)
                     .map(|(k, d)| (*k, video_payload(d)))
                     .collect();
-                let refs: Vec<&[u8]> = members.iter().map(|(_, u)| u.as_slice()).collect();
-                let wanted: Vec<usize> = (0..refs.len()).collect();
-                let pictures = self.decode(decoder, topic, &refs, &wanted, size)?;
-                self.frames_decoded
-                    .fetch_add(refs.len() as u64, Ordering::Relaxed);
-                let last = members.last().map_or(key, |(k, _)| *k);
-                gops.push(DecodedGop {
+                let last = units.last().map_or(key, |(k, _)| *k);
+                gops.push(PlannedGop {
+                    topic: (*topic).to_string(),
                     start_ns: key,
                     end_ns: next_key.unwrap_or(last.max(latest_served) + 1),
-                    frames: members.iter().map(|(k, _)| *k).zip(pictures).collect(),
+                    shown: if whole { None } else { Some(shown) },
+                    units,
                 });
             }
             out.push(gops);
         }
         Ok(out)
+    }
+
+    /// Decodes a GOP found by [`plan_gops`](Self::plan_gops); its pictures convert to RGB
+    /// at `size` (or the stream's own size) when first asked for.
+    pub fn decode_gop(
+        &self,
+        gop: &PlannedGop,
+        decoder: &mut H264Decoder,
+        size: Option<(usize, usize)>,
+    ) -> Result<DecodedGop> {
+        let refs: Vec<&[u8]> = gop.units.iter().map(|(_, u)| u.as_slice()).collect();
+        let times: Vec<u64> = gop.units.iter().map(|(k, _)| *k).collect();
+        let wanted: Vec<usize> = times
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| gop.shown.as_ref().is_none_or(|s| s.contains(k)))
+            .map(|(i, _)| i)
+            .collect();
+        let pictures = decoder
+            .decode_pictures(&refs, &wanted)
+            .map_err(|source| Error::Video {
+                name: self.name.clone(),
+                topic: gop.topic.clone(),
+                source,
+            })?;
+        self.frames_decoded
+            .fetch_add(refs.len() as u64, Ordering::Relaxed);
+        Ok(DecodedGop {
+            start_ns: gop.start_ns,
+            end_ns: gop.end_ns,
+            size,
+            pictures: wanted
+                .iter()
+                .zip(pictures)
+                .map(|(&i, p)| (times[i], p, OnceLock::new()))
+                .collect(),
+            times,
+        })
     }
 
     /// Frames of several cameras at once (`(topic, times)` pairs). All chunks needed are

@@ -5,7 +5,7 @@ use ffmpeg_next::util::frame::Video as Frame;
 use ffmpeg_next::{Packet, decoder};
 
 use crate::encode::H264;
-use crate::scale::Scaler;
+use crate::scale::{RgbConversion, Scaler};
 use crate::{Error, Result, RgbImage, ffmpeg_err};
 
 fn open_decoder(id: Id, name: &'static str) -> Result<decoder::Video> {
@@ -31,7 +31,6 @@ fn is_again(e: &ffmpeg_next::Error) -> bool {
 pub struct H264Decoder {
     decoder: decoder::Video,
     scaler: Scaler,
-    frame: Frame,
 }
 
 impl std::fmt::Debug for H264Decoder {
@@ -40,13 +39,48 @@ impl std::fmt::Debug for H264Decoder {
     }
 }
 
+/// A decoded picture in the decoder's own pixel format (YUV 4:2:0 for Reel's video),
+/// not yet converted: converting to RGB costs about as much as decoding, so callers
+/// that decode runs of frames convert only the pictures they use
+/// ([`H264Decoder::to_rgb`]). It holds the decoder's buffer, not a copy, and can be
+/// shared between threads.
+pub struct Picture {
+    frame: Frame,
+}
+
+impl std::fmt::Debug for Picture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Picture")
+            .field("width", &self.frame.width())
+            .field("height", &self.frame.height())
+            .finish()
+    }
+}
+
+impl Picture {
+    /// Width in pixels.
+    pub fn width(&self) -> usize {
+        self.frame.width() as usize
+    }
+
+    /// Height in pixels.
+    pub fn height(&self) -> usize {
+        self.frame.height() as usize
+    }
+}
+
 impl H264Decoder {
-    /// Opens FFmpeg's native H.264 decoder, single-threaded.
+    /// Opens FFmpeg's native H.264 decoder, single-threaded, with the accurate RGB
+    /// conversion.
     pub fn new() -> Result<Self> {
+        Self::with_conversion(RgbConversion::Accurate)
+    }
+
+    /// Like [`new`](Self::new), converting pictures to RGB as `conversion` says.
+    pub fn with_conversion(conversion: RgbConversion) -> Result<Self> {
         Ok(Self {
             decoder: open_decoder(H264, "h264")?,
-            scaler: Scaler::default(),
-            frame: Frame::empty(),
+            scaler: Scaler::with_conversion(conversion),
         })
     }
 
@@ -60,6 +94,14 @@ impl H264Decoder {
         wanted: &[usize],
         size: Option<(usize, usize)>,
     ) -> Result<Vec<RgbImage>> {
+        self.decode_pictures(units, wanted)?
+            .iter()
+            .map(|picture| self.to_rgb(picture, size))
+            .collect()
+    }
+
+    /// Like [`decode_run`](Self::decode_run), but returns the pictures unconverted.
+    pub fn decode_pictures(&mut self, units: &[&[u8]], wanted: &[usize]) -> Result<Vec<Picture>> {
         let Some(&last) = wanted.iter().max() else {
             return Ok(Vec::new());
         };
@@ -69,8 +111,8 @@ impl H264Decoder {
                 units.len()
             )));
         }
-        let mut pictures: Vec<Option<RgbImage>> = vec![None; wanted.len()];
-        let result = self.decode_into(&units[..=last], wanted, size, &mut pictures);
+        let mut pictures: Vec<Option<Picture>> = (0..wanted.len()).map(|_| None).collect();
+        let result = self.decode_into(&units[..=last], wanted, &mut pictures);
         // Reset whatever happened, so a corrupt run cannot poison the next one.
         self.decoder.flush();
         result?;
@@ -81,12 +123,16 @@ impl H264Decoder {
             .collect()
     }
 
+    /// Converts a picture to packed RGB at `size` (width, height) or its own size.
+    pub fn to_rgb(&mut self, picture: &Picture, size: Option<(usize, usize)>) -> Result<RgbImage> {
+        self.scaler.convert_to_rgb(&picture.frame, size)
+    }
+
     fn decode_into(
         &mut self,
         units: &[&[u8]],
         wanted: &[usize],
-        size: Option<(usize, usize)>,
-        pictures: &mut [Option<RgbImage>],
+        pictures: &mut [Option<Picture>],
     ) -> Result<()> {
         for (i, unit) in units.iter().enumerate() {
             let mut packet = Packet::copy(unit);
@@ -98,31 +144,36 @@ impl H264Decoder {
                     what: "an H.264 access unit",
                     source,
                 })?;
-            self.receive(wanted, size, pictures)?;
+            self.receive(wanted, pictures)?;
         }
         self.decoder.send_eof().map_err(|source| Error::Decode {
             what: "the end of an H.264 run",
             source,
         })?;
-        self.receive(wanted, size, pictures)
+        self.receive(wanted, pictures)
     }
 
-    fn receive(
-        &mut self,
-        wanted: &[usize],
-        size: Option<(usize, usize)>,
-        pictures: &mut [Option<RgbImage>],
-    ) -> Result<()> {
+    fn receive(&mut self, wanted: &[usize], pictures: &mut [Option<Picture>]) -> Result<()> {
         loop {
-            match self.decoder.receive_frame(&mut self.frame) {
+            // A fresh frame each time: a wanted picture keeps the decoder's buffer (a
+            // reference, not a copy) and the others release theirs when dropped.
+            let mut frame = Frame::empty();
+            match self.decoder.receive_frame(&mut frame) {
                 Ok(()) => {
-                    let index = self.frame.pts().unwrap_or(-1);
-                    for (slot, _) in pictures
-                        .iter_mut()
-                        .zip(wanted)
+                    let index = frame.pts().unwrap_or(-1);
+                    let slots: Vec<usize> = wanted
+                        .iter()
+                        .enumerate()
                         .filter(|(_, w)| **w as i64 == index)
-                    {
-                        *slot = Some(self.scaler.convert_to_rgb(&self.frame, size)?);
+                        .map(|(slot, _)| slot)
+                        .collect();
+                    if let Some((&last, rest)) = slots.split_last() {
+                        for &slot in rest {
+                            pictures[slot] = Some(Picture {
+                                frame: frame.clone(),
+                            });
+                        }
+                        pictures[last] = Some(Picture { frame });
                     }
                 }
                 Err(ffmpeg_next::Error::Eof) => return Ok(()),

@@ -37,8 +37,9 @@ mod decode;
 mod encode;
 pub mod quality;
 mod scale;
+pub use scale::RgbConversion;
 
-pub use decode::{H264Decoder, ImageDecoder, ImageFormat};
+pub use decode::{H264Decoder, ImageDecoder, ImageFormat, Picture};
 pub use encode::{ChromaFormat, EncodedFrame, EncoderConfig, H264Encoder};
 
 /// Errors of encoding and decoding.

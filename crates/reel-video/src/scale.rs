@@ -6,15 +6,36 @@ use ffmpeg_next::util::frame::Video as Frame;
 
 use crate::{Result, RgbImage, ffmpeg_err};
 
+/// How decoded YUV pictures become RGB.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RgbConversion {
+    /// Full-resolution chroma interpolation with accurate rounding: the reference
+    /// conversion (quality checks, PSNR measurements).
+    #[default]
+    Accurate,
+    /// swscale's SIMD YUV→RGB path (chroma upsampled without interpolation), several
+    /// times cheaper; what a training loader wants. Differences from `Accurate` are a few
+    /// levels at chroma edges (`tests/video.rs` measures them).
+    Fast,
+}
+
 /// A swscale context rebuilt only when the input or output geometry changes.
 #[derive(Default)]
 pub(crate) struct Scaler {
     context: Option<(Key, Context)>,
+    conversion: RgbConversion,
 }
 
 type Key = (Pixel, u32, u32, Pixel, u32, u32);
 
 impl Scaler {
+    pub(crate) fn with_conversion(conversion: RgbConversion) -> Self {
+        Self {
+            context: None,
+            conversion,
+        }
+    }
+
     pub(crate) fn run(&mut self, src: &Frame, dst: &mut Frame) -> Result<()> {
         let key = (
             src.format(),
@@ -34,10 +55,15 @@ impl Scaler {
                     key.3,
                     key.4,
                     key.5,
-                    Flags::BILINEAR
-                        | Flags::ACCURATE_RND
-                        | Flags::FULL_CHR_H_INT
-                        | Flags::FULL_CHR_H_INP,
+                    match self.conversion {
+                        RgbConversion::Accurate => {
+                            Flags::BILINEAR
+                                | Flags::ACCURATE_RND
+                                | Flags::FULL_CHR_H_INT
+                                | Flags::FULL_CHR_H_INP
+                        }
+                        RgbConversion::Fast => Flags::BILINEAR,
+                    },
                 )
                 .map_err(ffmpeg_err("creating the scaler"))?;
                 &mut slot.insert((key, ctx)).1

@@ -4,7 +4,8 @@
 
 use reel_video::quality::psnr;
 use reel_video::{
-    EncoderConfig, Error, H264Decoder, H264Encoder, ImageDecoder, ImageFormat, RgbImage,
+    EncoderConfig, Error, H264Decoder, H264Encoder, ImageDecoder, ImageFormat, RgbConversion,
+    RgbImage,
 };
 
 /// A moving scene with edges and gradients, so the encoder has real work.
@@ -87,6 +88,20 @@ fn random_access_decode_matches_sequential_decode() {
     assert_eq!(one[0], sequential[17]);
     let two = decoder.decode_run(gop, &[9, 2], None).unwrap();
     assert_eq!(two, vec![sequential[19].clone(), sequential[12].clone()]);
+
+    // Unconverted pictures hold the decoder's buffers: converted later, after other runs
+    // went through the same decoder, they are still the frames they were.
+    let held = decoder.decode_pictures(gop, &[3, 9, 3]).unwrap();
+    let _ = decoder.decode_run(&all[..10], &[9], None).unwrap();
+    let _ = decoder.decode_pictures(&all[20..], &[4]).unwrap();
+    assert_eq!(held.len(), 3);
+    assert_eq!(decoder.to_rgb(&held[0], None).unwrap(), sequential[13]);
+    assert_eq!(decoder.to_rgb(&held[1], None).unwrap(), sequential[19]);
+    assert_eq!(decoder.to_rgb(&held[2], None).unwrap(), sequential[13]);
+    assert_eq!(
+        (held[1].width(), held[1].height()),
+        (sequential[19].width, sequential[19].height)
+    );
 }
 
 #[test]
@@ -193,4 +208,35 @@ fn landing_images_decode() {
     assert!(decoder.decode(ImageFormat::Jpeg, b"not a jpeg").is_err());
     assert!(decoder.decode(ImageFormat::Png, &jpeg).is_err());
     assert!(decoder.decode(ImageFormat::Jpeg, &jpeg).is_ok());
+}
+
+#[test]
+fn fast_rgb_conversion_stays_close_to_the_accurate_one() {
+    let frames: Vec<RgbImage> = (0..12).map(|i| scene(i, 160, 120)).collect();
+    let units = encode(&frames, &EncoderConfig::default());
+    let all: Vec<&[u8]> = units.iter().map(|u| u.data.as_slice()).collect();
+    let every: Vec<usize> = (0..all.len()).collect();
+    let accurate = H264Decoder::new()
+        .unwrap()
+        .decode_run(&all, &every, None)
+        .unwrap();
+    let fast = H264Decoder::with_conversion(RgbConversion::Fast)
+        .unwrap()
+        .decode_run(&all, &every, None)
+        .unwrap();
+    for i in 0..frames.len() {
+        let between = psnr(&accurate[i].data, &fast[i].data);
+        let (to_source_accurate, to_source_fast) = (
+            psnr(&frames[i].data, &accurate[i].data),
+            psnr(&frames[i].data, &fast[i].data),
+        );
+        eprintln!(
+            "frame {i}: fast vs accurate {between:.1} dB; source {to_source_accurate:.2} / {to_source_fast:.2} dB"
+        );
+        assert!(between > 35.0, "frame {i}: {between} dB apart");
+        assert!(
+            to_source_fast > to_source_accurate - 1.0,
+            "frame {i}: fast {to_source_fast} dB against accurate {to_source_accurate} dB"
+        );
+    }
 }
