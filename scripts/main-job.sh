@@ -4,6 +4,10 @@
 #
 #   scripts/main-job.sh [--episodes N] [--seconds S] [--cameras C] [--seed K] [--work DIR]
 #                       [--batches B] [--workers W] [--steps N] [--crash-after STEP]
+#                       [--store DIR|s3://BUCKET/PREFIX[?endpoint=…&region=…]]
+#
+# With --store s3://… and no endpoint (in the URI or AWS_ENDPOINT_URL), the job
+# starts an S3-compatible server (s3s-fs) on loopback for its own run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -15,6 +19,7 @@ batches=30
 workers=2
 steps=150
 crash_after=
+store=
 REEL_CACHE=${REEL_CACHE:-$HOME/.cache/reel}
 work=$REEL_CACHE/main-job
 while [ $# -gt 0 ]; do
@@ -28,7 +33,8 @@ while [ $# -gt 0 ]; do
     --workers) workers=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --crash-after) crash_after=$2; shift 2 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --store) store=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "main-job: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -41,17 +47,44 @@ cargo build --release --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-
   -p reel-train-policy
 bin=$CARGO_TARGET_DIR/release
 
-# Start from nothing: the job owns $work.
+# Start from nothing: the job owns $work (not a remote store: ingest is
+# idempotent there, and reuses what an earlier run already produced).
 rm -rf "$work"
-store=$work/store
-mkdir -p "$store/landing"
+mkdir -p "$work"
+if [ -z "$store" ]; then
+  store=$work/store
+  mkdir -p "$store"
+elif [[ $store == s3://* && $store != *endpoint=* && -z ${AWS_ENDPOINT_URL:-} ]]; then
+  # A real S3-compatible server on loopback, serving a folder under $work.
+  bucket=${store#s3://}; bucket=${bucket%%[/?]*}
+  mkdir -p "$work/s3/$bucket"
+  port=$("$REEL_CACHE/venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  export AWS_ACCESS_KEY_ID=reel-main-job AWS_SECRET_ACCESS_KEY=reel-main-job-secret AWS_REGION=us-east-1
+  "$REEL_CACHE/tools/bin/s3s-fs" --host 127.0.0.1 --port "$port" --access-key "$AWS_ACCESS_KEY_ID" \
+    --secret-key "$AWS_SECRET_ACCESS_KEY" "$work/s3" > "$work/s3s-fs.log" 2>&1 &
+  s3_pid=$!
+  trap 'kill $s3_pid 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+  [[ $store == *\?* ]] && store="$store&" || store="$store?"
+  store="${store}endpoint=http://127.0.0.1:$port&region=us-east-1"
+  echo "main-job: S3-compatible server (s3s-fs) on 127.0.0.1:$port serving $work/s3" >&2
+fi
+# The URI of a path inside the store (an S3 URI keeps its query after the path).
+at() {
+  local base=${store%%\?*} query=
+  [[ $store == *\?* ]] && query="?${store#*\?}"
+  echo "${base%/}/$1$query"
+}
 
 echo "== synth: $episodes landing episodes of ${seconds}s, $cameras cameras" >&2
-"$bin/reel-synth" --out "$store/landing" --episodes "$episodes" --seconds "$seconds" \
+"$bin/reel-synth" --out "$(at landing)" --episodes "$episodes" --seconds "$seconds" \
   --cameras "$cameras" --seed "$seed" --fault-rate 1.5 > "$work/synth.jsonl"
 
 echo "== plan: bin-pack the landing episodes into 2 ingest batches" >&2
-"$bin/reel-plan" "$store/landing" -o "$work/plan.json" --batches 2 > "$work/plan.jsonl"
+"$bin/reel-plan" "$(at landing)" -o "$work/plan.json" --batches 2 > "$work/plan.jsonl"
 
 # On a cluster each batch is one task of a Kubernetes Indexed Job or a Slurm
 # array (docs/); here they run one after the other.
@@ -61,8 +94,12 @@ for batch in 0 1; do
 done
 
 echo "== layout of one canonical episode" >&2
-first=$(ls "$store"/canonical/*.mcap | head -1)
-"$bin/reel-inspect" "$first" >&2
+mapfile -t canonical < <(grep -h '"step":"canonical"' "$work"/ingest-*.jsonl | grep '"status":"done"' \
+  | sed -E 's/.*"episode_id":"([^"]+)".*/\1/' | sort)
+"$bin/reel-inspect" "$(at "canonical/${canonical[0]}.mcap")" >&2
+for id in "${canonical[@]}"; do
+  "$bin/reel-inspect" --json "$(at "canonical/$id.mcap")"
+done > "$work/inspect.jsonl"
 
 # The sample every training step reads (testdata/spec.toml) reaches 1.0 s back and
 # 0.98 s ahead of its anchor: curate with the same rule, so the loader uses the
@@ -101,9 +138,9 @@ rm -rf "$work/checkpoints"
   > "$work/supervise.jsonl"
 
 # Summary from the machine output of each stage.
-"$REEL_CACHE/venv/bin/python" - "$work" "$store" <<'PY' >&2
+"$REEL_CACHE/venv/bin/python" - "$work" <<'PY' >&2
 import glob, json, os, sys
-work, store = sys.argv[1], sys.argv[2]
+work = sys.argv[1]
 def lines(pattern):
     for path in sorted(glob.glob(os.path.join(work, pattern))):
         for line in open(path):
@@ -115,8 +152,8 @@ canonical = [l for l in steps if l["step"] == "canonical"]
 flagged = [l for l in canonical if l.get("qc_flags")]
 quarantined = [q for l in lines("ingest-*.jsonl") if "batch_report" in l for q in l["batch_report"]["quarantined"]]
 landing = sum(l["bytes"] for l in synth)
-canon = sum(os.path.getsize(p) for p in glob.glob(os.path.join(store, "canonical", "*.mcap")))
-parts = glob.glob(os.path.join(store, "episodes", "**", "*.parquet"), recursive=True)
+canon = sum(l["bytes"] for l in lines("inspect.jsonl"))
+parts = {l["batch_report"]["warehouse_part"] for l in lines("ingest-*.jsonl") if l.get("batch_report", {}).get("warehouse_part")}
 rows = [
     ("landing episodes", len(synth)),
     ("episode-seconds", f"{sum(l['duration_s'] for l in synth):.0f}"),
@@ -154,4 +191,4 @@ for name, value in rows:
 for l in flagged:
     print(f"  QC {l['episode_id']}: {l['qc_flags']}")
 PY
-echo "main-job: done; store in $store, machine output in $work/*.jsonl" >&2
+echo "main-job: done; store $store, machine output in $work/*.jsonl" >&2

@@ -21,7 +21,7 @@ use clap::Parser;
 use reel_cache::{BlockCache, CacheConfig};
 use reel_io::Store;
 use reel_loader::{Batch, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources};
-use reel_manifest::Manifest;
+use reel_manifest::{node_manifest_dir, open_uri};
 use reel_muon::state::OptimizerState;
 use reel_muon::{AdamWConfig, Muon, MuonConfig};
 use reel_resilience::checkpoint::CheckpointDir;
@@ -35,10 +35,10 @@ use crate::model::{Mlp, examples};
 struct Args {
     /// Training manifest.
     #[arg(long)]
-    manifest: PathBuf,
+    manifest: String,
     /// Held-out manifest (episodes never trained on).
     #[arg(long)]
-    heldout: PathBuf,
+    heldout: String,
     /// Sample spec (TOML); its cameras, `state` and `action` feed the policy.
     #[arg(long)]
     spec: PathBuf,
@@ -56,9 +56,11 @@ struct Args {
     workers: usize,
     #[arg(long, default_value_t = 128)]
     hidden: usize,
-    #[arg(long, default_value_t = 0.02)]
+    /// Muon's learning rate. With a few episodes, higher rates fit the training episodes
+    /// (through their frames) and lose on held-out ones.
+    #[arg(long, default_value_t = 0.005)]
     muon_lr: f32,
-    #[arg(long, default_value_t = 3e-3)]
+    #[arg(long, default_value_t = 1e-3)]
     adamw_lr: f32,
     /// Held-out batches evaluated before and after training.
     #[arg(long, default_value_t = 8)]
@@ -123,13 +125,13 @@ fn main() -> anyhow::Result<()> {
         ..LoaderOptions::default()
     };
     let train = Loader::new(
-        Manifest::open(&args.manifest)?,
+        open_uri(&args.manifest, &node_manifest_dir())?,
         &spec,
         sources.clone(),
         options.clone(),
     )?;
     let heldout = Loader::new(
-        Manifest::open(&args.heldout)?,
+        open_uri(&args.heldout, &node_manifest_dir())?,
         &spec,
         sources,
         LoaderOptions {
@@ -143,7 +145,7 @@ fn main() -> anyhow::Result<()> {
         .take(args.eval_batches)
         .collect::<Result<_, _>>()?;
     if heldout_batches.is_empty() {
-        bail!("{}: no held-out batch", args.heldout.display());
+        bail!("{}: no held-out batch", args.heldout);
     }
 
     // Size the model from one batch.

@@ -18,8 +18,8 @@ pub struct Examples {
     pub targets: Vec<f32>,
     /// 1 where the target element is real data (its mask), 0 where it is padding.
     pub weights: Vec<f32>,
-    /// What the network's output is added to: the current state held over the chunk
-    /// when actions and state have the same fields (joint position targets), else 0.
+    /// What the network's output is added to: the current joint positions held over the
+    /// chunk (actions are position targets, the state's leading fields), else 0.
     pub baseline: Vec<f32>,
 }
 
@@ -58,11 +58,13 @@ pub fn examples(batch: &Batch, cameras: &[String]) -> anyhow::Result<Examples> {
         weights.extend(std::iter::repeat_n(f32::from(*m), action_fields));
     }
     let mut baseline = vec![0f32; n * action_len];
-    if action_fields == fields {
+    // Joint states carry positions first (then velocities, efforts); position-target
+    // actions are predicted as a change from the current positions.
+    if action_fields <= fields {
         for i in 0..n {
             let last = (i * steps + steps - 1) * fields;
-            for chunk in baseline[i * action_len..(i + 1) * action_len].chunks_mut(fields) {
-                chunk.copy_from_slice(&state_values[last..last + fields]);
+            for chunk in baseline[i * action_len..(i + 1) * action_len].chunks_mut(action_fields) {
+                chunk.copy_from_slice(&state_values[last..last + action_fields]);
             }
         }
     }
