@@ -322,6 +322,10 @@ impl Loader {
             room: Condvar::new(),
             stop: AtomicBool::new(false),
         });
+        let counts_at_start = (
+            shared.frames_decoded.load(Ordering::Relaxed),
+            shared.chunks_read.load(Ordering::Relaxed),
+        );
         let (tx, rx) = channel();
         let workers = (0..o.workers.max(1))
             .map(|_| {
@@ -348,6 +352,7 @@ impl Loader {
             control,
             workers,
             stats: LoadStats::default(),
+            counts_at_start,
         })
     }
 }
@@ -436,6 +441,9 @@ pub struct Batches {
     control: Arc<Control>,
     workers: Vec<JoinHandle<()>>,
     stats: LoadStats,
+    /// The loader's decode and read counters when this epoch started (they are shared by
+    /// every epoch of the loader).
+    counts_at_start: (u64, u64),
 }
 
 impl std::fmt::Debug for Control {
@@ -465,11 +473,13 @@ impl Batches {
         self.samples_in_epoch
     }
 
-    /// What was delivered and done so far (decode and read counts include prefetched work).
+    /// What was delivered and done in this epoch so far (decode and read counts include
+    /// prefetched work).
     pub fn stats(&self) -> LoadStats {
         LoadStats {
-            frames_decoded: self.shared.frames_decoded.load(Ordering::Relaxed),
-            chunks_read: self.shared.chunks_read.load(Ordering::Relaxed),
+            frames_decoded: self.shared.frames_decoded.load(Ordering::Relaxed)
+                - self.counts_at_start.0,
+            chunks_read: self.shared.chunks_read.load(Ordering::Relaxed) - self.counts_at_start.1,
             ..self.stats
         }
     }

@@ -634,3 +634,40 @@ fn a_spec_the_episodes_cannot_serve_is_refused_with_the_reason() {
     .to_string();
     assert!(err.contains("rank 2"), "{err}");
 }
+
+#[test]
+fn stats_count_each_epoch_on_its_own() {
+    let spec = spec();
+    let f = fixture(2, 3.0, spec.sampling_rule());
+    for shuffle in [Shuffle::Global, Shuffle::Locality { run: 4 }] {
+        let loader = loader(
+            &f,
+            &spec,
+            LoaderOptions {
+                batch_size: 3,
+                workers: 1,
+                shuffle,
+                ..LoaderOptions::default()
+            },
+        );
+        let run = |epoch| {
+            let mut batches = loader.epoch(epoch).expect("epoch");
+            let samples: usize = batches.by_ref().map(|b| b.expect("batch").len()).sum();
+            (samples, batches.stats())
+        };
+        let (samples, first) = run(0);
+        let (_, again) = run(0);
+        assert_eq!(first.samples, samples as u64, "{shuffle:?}");
+        assert!(
+            first.frames_decoded > 0 && first.chunks_read > 0,
+            "{shuffle:?}: {first:?}"
+        );
+        // The same epoch again: decoded GOPs kept from the first pass can only save work,
+        // and nothing of the first pass is counted twice.
+        assert!(again.chunks_read > 0, "{shuffle:?}: {again:?}");
+        assert!(
+            again.frames_decoded <= first.frames_decoded && again.chunks_read <= first.chunks_read,
+            "{shuffle:?}: second pass {again:?} after {first:?}"
+        );
+    }
+}
