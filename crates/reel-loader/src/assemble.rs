@@ -250,12 +250,17 @@ impl Worker {
         let episode = self.episode(row, uri)?;
         write_i64(&mut tensors[0], slot, 0, anchor);
         write_i64(&mut tensors[1], slot, 0, row as i64);
+        let held = self.sample_gops(&episode, row, anchor, uri)?;
         let mut t = 2;
         for (ci, camera) in shared.cameras.iter().enumerate() {
+            let gops: Vec<&Arc<DecodedGop>> = held
+                .iter()
+                .filter(|(c, _)| *c == ci)
+                .map(|(_, g)| g)
+                .collect();
             self.fill_camera(
                 &episode,
-                row,
-                ci,
+                &gops,
                 camera,
                 anchor,
                 uri,
@@ -279,6 +284,77 @@ impl Worker {
         Ok(())
     }
 
+    /// The decoded GOPs holding the sample's frames, by camera index: from the shared
+    /// cache, else decoded now. The GOPs of every camera are planned together (one ranged
+    /// read of the camera group). The sample holds on to them, so other workers filling
+    /// the cache meanwhile cannot take them away before its frames are copied.
+    fn sample_gops(
+        &mut self,
+        episode: &OpenEpisode,
+        row: usize,
+        anchor: i64,
+        uri: &str,
+    ) -> Result<Vec<(usize, Arc<DecodedGop>)>> {
+        let shared = Arc::clone(&self.shared);
+        let mut held: Vec<(usize, Arc<DecodedGop>)> = Vec::new();
+        let mut missing: Vec<(usize, Vec<u64>)> = Vec::new();
+        for (ci, camera) in shared.cameras.iter().enumerate() {
+            let mut times = Vec::new();
+            for q in wanted_times(episode, camera, anchor) {
+                match self.cached_frame((row, ci), q) {
+                    Some(gop) => held.push((ci, gop)),
+                    None => times.push(q),
+                }
+            }
+            if !times.is_empty() {
+                missing.push((ci, times));
+            }
+        }
+        if missing.is_empty() {
+            return Ok(held);
+        }
+        let episode_error = |source| LoaderError::Episode {
+            uri: uri.to_string(),
+            source: Box::new(source),
+        };
+        let requests: Vec<(&str, &[u64])> = missing
+            .iter()
+            .map(|(ci, times)| (shared.cameras[*ci].topic.as_str(), times.as_slice()))
+            .collect();
+        let planned = episode
+            .reader
+            .plan_gops(&requests, shared.whole_gops)
+            .map_err(episode_error)?;
+        for ((ci, _), gops) in missing.iter().zip(&planned) {
+            let key = (row, *ci);
+            for gop in gops {
+                let Some(claim) = self.claim(key, gop) else {
+                    // Another worker decoded it while this one waited.
+                    held.extend(
+                        gop.kept()
+                            .into_iter()
+                            .filter_map(|t| self.cached_frame(key, t))
+                            .map(|g| (*ci, g)),
+                    );
+                    continue;
+                };
+                let decoded = Arc::new(
+                    episode
+                        .reader
+                        .decode_gop(gop, &mut self.decoder, shared.cameras[*ci].resize)
+                        .map_err(episode_error)?,
+                );
+                let mut cache = self.lock_gops();
+                cache.decoded.push_front((key, Arc::clone(&decoded)));
+                cache.decoded.truncate(shared.gop_cache.max(1));
+                drop(cache);
+                drop(claim);
+                held.push((*ci, decoded));
+            }
+        }
+        Ok(held)
+    }
+
     /// A decoded GOP of `key` showing time `t`, from the cache every worker shares (the
     /// next samples of a run often go to another worker).
     fn cached_frame(&self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
@@ -291,16 +367,6 @@ impl Worker {
         let gop = Arc::clone(&entry.1);
         gops.decoded.push_front(entry);
         Some(gop)
-    }
-
-    /// The earliest cached GOP of `key` starting after `t` that kept its keyframe.
-    fn first_gop_after(&self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
-        self.lock_gops()
-            .decoded
-            .iter()
-            .filter(|(k, g)| *k == key && g.start_ns > t && g.has_keyframe())
-            .min_by_key(|(_, g)| g.start_ns)
-            .map(|(_, g)| Arc::clone(g))
     }
 
     fn lock_gops(&self) -> MutexGuard<'_, GopCache> {
@@ -343,59 +409,28 @@ impl Worker {
     fn fill_camera(
         &mut self,
         episode: &OpenEpisode,
-        row: usize,
-        camera_index: usize,
+        gops: &[&Arc<DecodedGop>],
         camera: &CameraPlan,
         anchor: i64,
         uri: &str,
         out: &mut [Tensor],
         slot: usize,
     ) -> Result<()> {
-        let key = (row, camera_index);
         let half = episode.period(&camera.topic, 33_333_333) / 2;
-        // The frame nearest each requested time: the latest at or before it plus half a period.
-        let wanted: Vec<u64> = camera
-            .offsets_ns
-            .iter()
-            .map(|o| (anchor + o + half).max(0) as u64)
-            .collect();
-        let missing: Vec<u64> = wanted
-            .iter()
-            .copied()
-            .filter(|&q| self.cached_frame(key, q).is_none())
-            .collect();
-        if !missing.is_empty() {
-            let episode_error = |source| LoaderError::Episode {
-                uri: uri.to_string(),
-                source: Box::new(source),
-            };
-            let planned = episode
-                .reader
-                .plan_gops(&[(camera.topic.as_str(), &missing)], self.shared.whole_gops)
-                .map_err(episode_error)?;
-            for gop in planned.iter().flatten() {
-                let Some(claim) = self.claim(key, gop) else {
-                    continue;
-                };
-                let decoded = episode
-                    .reader
-                    .decode_gop(gop, &mut self.decoder, camera.resize)
-                    .map_err(episode_error)?;
-                let mut gops = self.lock_gops();
-                gops.decoded.push_front((key, Arc::new(decoded)));
-                gops.decoded
-                    .truncate(self.shared.gop_cache.max(wanted.len()));
-                drop(gops);
-                drop(claim);
-            }
-        }
+        let wanted = wanted_times(episode, camera, anchor);
         let frame_len = camera.width * camera.height * 3;
         for (j, (&q, offset)) in wanted.iter().zip(&camera.offsets_ns).enumerate() {
             // Before the stream's first frame (edge padding) the first frame stands in,
             // masked: it is what the reader returned for such a time.
-            let gop = self
-                .cached_frame(key, q)
-                .or_else(|| self.first_gop_after(key, q))
+            let showing = gops.iter().find(|g| g.shown_at(q).is_some());
+            // The earliest GOP after `q` that kept its keyframe.
+            let after = || {
+                gops.iter()
+                    .filter(|g| g.start_ns > q && g.has_keyframe())
+                    .min_by_key(|g| g.start_ns)
+            };
+            let gop = showing
+                .or_else(after)
                 .ok_or_else(|| LoaderError::Mismatch {
                     uri: uri.to_string(),
                     reason: format!("{}: no frame near {}", camera.topic, anchor + offset),
@@ -588,6 +623,17 @@ fn value_at(w: &SignalWindow, tau: i64, max_gap: i64) -> Option<Value> {
 }
 
 /// The `<name>.time_ns` and `<name>.mask` tensors that go with `k` elements per sample.
+/// The times whose frames a sample at `anchor` takes from `camera`: for each offset, the
+/// frame nearest the requested time (the latest at or before it plus half a period).
+fn wanted_times(episode: &OpenEpisode, camera: &CameraPlan, anchor: i64) -> Vec<u64> {
+    let half = episode.period(&camera.topic, 33_333_333) / 2;
+    camera
+        .offsets_ns
+        .iter()
+        .map(|o| (anchor + o + half).max(0) as u64)
+        .collect()
+}
+
 /// A GOP this worker is decoding; dropping it (after the decode, or on an error) lets
 /// waiting workers look again.
 struct GopClaim {
