@@ -115,9 +115,9 @@ echo "== curate: SQL over the warehouse into memory-mapped train and held-out ma
   --sql "SELECT * FROM episodes WHERE episode_id IN ($latest)" \
   -o "$work/heldout.arrow" --anchor-hz 10 --before 1.0 --after 0.98 > "$work/curate-heldout.jsonl"
 
-echo "== warm: fetch both manifests' working sets into the node-local block cache" >&2
+echo "== warm: fetch what the loader reads of both manifests into the node-local block cache" >&2
 for m in manifest heldout; do
-  "$bin/reel-warm" --manifest "$work/$m.arrow" --store "$store" --cache "$work/cache" \
+  "$bin/reel-warm" --manifest "$work/$m.arrow" --spec testdata/spec.toml --store "$store" --cache "$work/cache" \
     --capacity 4G --quiet > "$work/warm-$m.jsonl"
 done
 

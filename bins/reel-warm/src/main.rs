@@ -50,6 +50,11 @@ struct Args {
     /// Do not pin the warmed set.
     #[arg(long, conflicts_with = "pin")]
     no_pin: bool,
+    /// Warm only what a loader with this sample spec (TOML) reads: each episode's
+    /// summary and the chunks holding the spec's topics (a state-only spec skips every
+    /// camera chunk). Default: whole episodes.
+    #[arg(long)]
+    spec: Option<PathBuf>,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -59,9 +64,17 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let manifest = reel_manifest::open_uri(&args.manifest, &reel_manifest::node_manifest_dir())
         .with_context(|| format!("opening manifest {}", args.manifest))?;
-    let items = working_set(&manifest)?;
     let store =
         Store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
+    let items = match &args.spec {
+        Some(path) => {
+            let spec = reel_loader::SampleSpec::from_toml_file(path)
+                .with_context(|| format!("reading sample spec {}", path.display()))?;
+            reel_loader::working_set(&manifest, &spec, &store)
+                .context("finding what the loader reads")?
+        }
+        None => working_set(&manifest)?,
+    };
 
     let mut config = CacheConfig::new(args.cache[0].clone(), 0);
     config.dirs = args.cache.clone();
@@ -149,8 +162,7 @@ fn main() -> Result<()> {
 }
 
 /// The working set of a manifest: every byte of every listed episode, in manifest order
-/// without repeats. (Warming only the ranges the loader will read needs the episodes'
-/// chunk indexes; [`WarmItem::ranges`] is where such ranges go.)
+/// without repeats (`--spec` narrows it to what a loader reads).
 fn working_set(manifest: &reel_manifest::Manifest) -> Result<Vec<WarmItem>> {
     let mut seen = std::collections::HashSet::new();
     let mut items = Vec::with_capacity(manifest.len());

@@ -73,6 +73,7 @@ mod loader;
 mod order;
 mod pack;
 mod spec;
+mod working_set;
 
 pub use batch::{Batch, DType, Skipped, Tensor, TensorData};
 pub use error::{LoaderError, Result};
@@ -82,3 +83,4 @@ pub use order::Shuffle;
 pub use pack::{PackError, Packed, pack};
 pub use reel_video::RgbConversion;
 pub use spec::{CameraSpec, EdgePolicy, Layout, ProprioKind, ProprioSpec, SampleSpec};
+pub use working_set::working_set;

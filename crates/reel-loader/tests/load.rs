@@ -671,3 +671,67 @@ fn stats_count_each_epoch_on_its_own() {
         );
     }
 }
+
+#[test]
+fn warming_the_working_set_of_a_spec_makes_every_read_a_hit() {
+    let full = spec();
+    let f = fixture(2, 3.0, full.sampling_rule());
+    let episode_bytes: u64 = std::fs::read_dir(f.dir.path().join("canonical"))
+        .expect("lists")
+        .map(|e| e.expect("entry").metadata().expect("stat").len())
+        .sum();
+    // A state-and-actions policy reads no camera chunk.
+    let mut proprio_only = full.clone();
+    proprio_only.cameras.clear();
+    let mut with_cameras = None;
+    for (spec, reads_cameras) in [(&full, true), (&proprio_only, false)] {
+        let manifest = Manifest::open(&f.manifest).expect("manifest");
+        let items = reel_loader::working_set(&manifest, spec, &store(f.dir.path())).expect("set");
+        assert_eq!(items.len(), 2, "one item per episode");
+        let ranged: u64 = items
+            .iter()
+            .flat_map(|i| i.ranges.clone().expect("ranges"))
+            .map(|r| r.end - r.start)
+            .sum();
+        assert!(ranged <= episode_bytes);
+        if reads_cameras {
+            with_cameras = Some(ranged);
+        } else {
+            // These tiny test cameras (64×48) are a small share of the bytes; the camera
+            // chunks must still be left out.
+            let with_cameras = with_cameras.expect("the full spec went first");
+            assert!(
+                ranged < with_cameras,
+                "{ranged} bytes without cameras, {with_cameras} with"
+            );
+        }
+        let cache_dir = tempfile::tempdir().expect("tempdir");
+        let mut config = reel_cache::CacheConfig::new(cache_dir.path(), 1 << 30);
+        config.block_size = 64 << 10;
+        let cache = reel_cache::BlockCache::for_store(config, &store(f.dir.path())).expect("cache");
+        let options = reel_cache::WarmOptions::default();
+        let plan = cache.plan_warm(&items, &options).expect("plan");
+        cache.warm(plan, &options, |_| {}).expect("warm");
+        let warmed = cache.metrics();
+        let cache = std::sync::Arc::new(cache);
+        let loader = Loader::new(
+            manifest,
+            spec,
+            Sources::Cache(cache.clone()),
+            LoaderOptions {
+                batch_size: 4,
+                shuffle: Shuffle::Global,
+                ..LoaderOptions::default()
+            },
+        )
+        .expect("loader");
+        let batches = all_batches(&loader, 0);
+        assert!(!batches.is_empty());
+        let after = cache.metrics();
+        assert!(after.hits > warmed.hits, "{after:?}");
+        assert_eq!(
+            after.misses, warmed.misses,
+            "reads outside the warmed set: {after:?}"
+        );
+    }
+}

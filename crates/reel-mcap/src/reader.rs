@@ -541,6 +541,28 @@ impl<S: ByteSource> EpisodeReader<S> {
         Ok(out)
     }
 
+    /// Byte ranges of the chunks holding any of `topics` (what reads of those topics
+    /// fetch), in file order; the whole file for a file without a summary, which is read
+    /// whole.
+    pub fn chunk_ranges(&self, topics: &[&str]) -> Result<Vec<Range<u64>>> {
+        let ids: HashSet<u16> = topics
+            .iter()
+            .map(|t| self.channel_id(t))
+            .collect::<Result<_>>()?;
+        match &self.index {
+            Index::Summary(summary) => Ok(summary
+                .chunk_indexes
+                .iter()
+                .filter(|c| {
+                    c.message_index_offsets.is_empty()
+                        || c.message_index_offsets.keys().any(|id| ids.contains(id))
+                })
+                .map(|c| c.chunk_start_offset..c.chunk_start_offset + c.chunk_length)
+                .collect()),
+            Index::Scanned { .. } => Ok(std::iter::once(0..self.source.len()?).collect()),
+        }
+    }
+
     /// The messages of one chunk (one ranged read), with their channel ids.
     pub(crate) fn chunk_messages(&self, chunk: &ChunkIndex) -> Result<Vec<(u16, RawMessage)>> {
         match &self.index {

@@ -85,15 +85,22 @@ fn the_chain_trains_and_a_crashed_run_resumes_exactly() {
     .expect("curates");
     assert_eq!(h.rows, 1);
 
-    // Warm the cache with every episode.
+    // Warm the cache with what the loader will read of both manifests' episodes.
     let store = Store::open(root.to_str().expect("utf-8")).expect("store");
     let cache_dir = work.path().join("cache");
     let cache =
         BlockCache::for_store(CacheConfig::new(&cache_dir, 4 << 30), &store).expect("cache");
-    let items: Vec<WarmItem> = summaries
-        .iter()
-        .map(|s| WarmItem::whole(&s.canonical_key))
-        .collect();
+    let spec = reel_loader::SampleSpec::from_toml_file(spec_path()).expect("spec");
+    let mut items: Vec<WarmItem> = Vec::new();
+    for manifest in [&train, &heldout] {
+        let manifest = reel_manifest::Manifest::open(manifest).expect("manifest");
+        items.extend(reel_loader::working_set(&manifest, &spec, &store).expect("working set"));
+    }
+    assert_eq!(
+        items.len(),
+        summaries.len(),
+        "every episode is in one manifest"
+    );
     let options = WarmOptions::default();
     let plan = cache.plan_warm(&items, &options).expect("plan");
     let report = cache.warm(plan, &options, |_| {}).expect("warms");
