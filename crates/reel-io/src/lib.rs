@@ -86,6 +86,12 @@ pub enum Error {
         /// Bytes received.
         got: u64,
     },
+    /// The object was replaced by another writer while it was being read; open it again.
+    #[error("{name}: the object changed while it was being read (another writer replaced it)")]
+    Changed {
+        /// URI of the object.
+        name: String,
+    },
     /// A store URI that cannot be understood.
     #[error("invalid store URI `{uri}`: {reason}")]
     InvalidUri {

@@ -162,10 +162,19 @@ impl Store {
 
     /// Length of object `key`.
     pub fn len_of(&self, key: &str) -> Result<u64> {
+        Ok(self.version_of(key)?.len)
+    }
+
+    /// Length and version tag (ETag, else modification time) of object `key`.
+    fn version_of(&self, key: &str) -> Result<ObjectVersion> {
         let meta = self
             .block_on(self.inner.op.stat(key))
             .map_err(|e| self.store_err(key, e))?;
-        Ok(meta.content_length())
+        Ok(ObjectVersion {
+            len: meta.content_length(),
+            etag: meta.etag().map(str::to_owned),
+            modified: meta.last_modified().map(|t| t.to_string()),
+        })
     }
 
     /// Whole object `key`.
@@ -227,13 +236,14 @@ impl Store {
         Ok(keys)
     }
 
-    /// A ranged byte source over object `key`. Its length is fetched once, lazily.
+    /// A ranged byte source over object `key`. Its length and version are fetched once,
+    /// lazily; reads of a replaced object fail with [`Error::Changed`].
     pub fn source(&self, key: &str) -> ObjectSource {
         ObjectSource {
             store: self.clone(),
             name: self.name_of(key),
             key: key.to_owned(),
-            len: OnceLock::new(),
+            version: OnceLock::new(),
         }
     }
 }
@@ -275,13 +285,28 @@ fn s3_operator(rest: &str, options: &StoreOptions) -> std::result::Result<Operat
     Ok(op.with_context(OperationContext::new().with_http_transport(transport)))
 }
 
+/// What identifies one version of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ObjectVersion {
+    len: u64,
+    etag: Option<String>,
+    modified: Option<String>,
+}
+
 /// One object of a [`Store`] as a [`ByteSource`]: each `read_range` is one ranged GET.
+///
+/// The object's length and version (ETag) are taken at the first use. Another writer may
+/// replace the object while it is being read (a concurrent ingest of the same episode):
+/// where the store supports it every GET is conditional on that ETag, and a failed or
+/// short read is checked against the object's current version, so bytes of two versions
+/// are never mixed silently: such reads fail with [`Error::Changed`], and the caller
+/// opens the object again.
 #[derive(Debug)]
 pub struct ObjectSource {
     store: Store,
     key: String,
     name: String,
-    len: OnceLock<u64>,
+    version: OnceLock<ObjectVersion>,
 }
 
 impl ObjectSource {
@@ -289,34 +314,73 @@ impl ObjectSource {
     pub fn key(&self) -> &str {
         &self.key
     }
+
+    fn version(&self) -> Result<&ObjectVersion> {
+        if let Some(v) = self.version.get() {
+            return Ok(v);
+        }
+        let v = self.store.version_of(&self.key)?;
+        Ok(self.version.get_or_init(|| v))
+    }
+
+    /// Whether the object in the store is no longer the version this source read (or
+    /// started to read); `false` before the first read.
+    pub fn has_changed(&self) -> Result<bool> {
+        let Some(seen) = self.version.get() else {
+            return Ok(false);
+        };
+        match self.store.version_of(&self.key) {
+            Ok(now) => Ok(now != *seen),
+            Err(Error::NotFound { .. }) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `error`, or [`Error::Changed`] when the object was replaced meanwhile.
+    fn explain(&self, error: Error) -> Error {
+        match self.has_changed() {
+            Ok(true) => Error::Changed {
+                name: self.name.clone(),
+            },
+            _ => error,
+        }
+    }
 }
 
 impl ByteSource for ObjectSource {
     fn len(&self) -> Result<u64> {
-        if let Some(len) = self.len.get() {
-            return Ok(*len);
-        }
-        let len = self.store.len_of(&self.key)?;
-        Ok(*self.len.get_or_init(|| len))
+        Ok(self.version()?.len)
     }
 
     fn read_range(&self, range: Range<u64>) -> Result<Bytes> {
-        check_range(&self.name, &range, self.len()?)?;
+        let version = self.version()?;
+        check_range(&self.name, &range, version.len)?;
         if range.is_empty() {
             return Ok(Bytes::new());
         }
         let op = &self.store.inner.op;
-        let buf = self
-            .store
-            .block_on(op.read_with(&self.key).range(range.clone()))
-            .map_err(|e| self.store.store_err(&self.key, e))?;
+        let mut read = op.read_with(&self.key).range(range.clone());
+        if let Some(etag) = &version.etag
+            && op.info().capability().read_with_if_match
+        {
+            read = read.if_match(etag);
+        }
+        let buf = match self.store.block_on(read) {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == ErrorKind::ConditionNotMatch => {
+                return Err(Error::Changed {
+                    name: self.name.clone(),
+                });
+            }
+            Err(e) => return Err(self.explain(self.store.store_err(&self.key, e))),
+        };
         let bytes = buf.to_bytes();
         if bytes.len() as u64 != range.end - range.start {
-            return Err(Error::ShortRead {
+            return Err(self.explain(Error::ShortRead {
                 name: self.name.clone(),
                 expected: range.end - range.start,
                 got: bytes.len() as u64,
-            });
+            }));
         }
         Ok(bytes)
     }

@@ -139,3 +139,37 @@ fn s3_store_serves_ranges() {
     let err = store.source("missing.mcap").len().unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
 }
+
+/// Reads of an object that another writer replaced fail with `Changed`, never mixing bytes
+/// of two versions; a fresh source reads the new version.
+fn replaced_objects_are_never_read_torn(store: &Store) {
+    let first = pattern(200_000);
+    store.write_atomic("ep.mcap", first.clone()).unwrap();
+    let source = store.source("ep.mcap");
+    assert!(!source.has_changed().unwrap(), "nothing read yet");
+    assert_eq!(&source.read_range(0..1000).unwrap()[..], &first[..1000]);
+    assert!(!source.has_changed().unwrap());
+    // Another writer replaces it with a shorter version.
+    let second: Vec<u8> = pattern(150_000).iter().map(|b| b ^ 0x5a).collect();
+    store.write_atomic("ep.mcap", second.clone()).unwrap();
+    assert!(source.has_changed().unwrap());
+    let err = source.read_range(140_000..160_000).unwrap_err();
+    assert!(matches!(err, Error::Changed { .. }), "{err}");
+    assert!(err.to_string().contains("ep.mcap"), "{err}");
+    let fresh = store.source("ep.mcap");
+    assert_eq!(&fresh.read_range(0..150_000).unwrap()[..], &second[..]);
+}
+
+#[test]
+fn replaced_local_objects_are_never_read_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    replaced_objects_are_never_read_torn(&Store::open(dir.path().to_str().unwrap()).unwrap());
+}
+
+#[test]
+fn replaced_s3_objects_are_never_read_torn() {
+    let Some(server) = S3Server::start("landing").unwrap() else {
+        return;
+    };
+    replaced_objects_are_never_read_torn(&server.store("landing", "episodes").unwrap());
+}

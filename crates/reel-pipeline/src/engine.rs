@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use rayon::prelude::*;
-use reel_io::{ByteSource, Store};
+use reel_io::{ByteSource, ObjectSource, Store};
 use reel_mcap::EpisodeReader;
 use serde::{Deserialize, Serialize};
 
@@ -451,18 +451,38 @@ impl Pipeline {
 
     /// The summary stored in `canonical/<id>.mcap` (any version), with its size.
     fn read_canonical_summary(&self, id: &str) -> Result<Option<EpisodeSummary>> {
-        let key = canonical_key(id);
-        let source = self.store().source(&key);
-        let bytes = match source.len() {
-            Ok(n) => n,
-            Err(reel_io::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let reader = EpisodeReader::open(&source as &dyn ByteSource)?;
-        let Some(summary) = summary_of_metadata(source.name(), reader.metadata())? else {
-            return Ok(None);
-        };
-        Ok(Some(EpisodeSummary { bytes, ..summary }))
+        self.read_canonical(&canonical_key(id), |source| {
+            let bytes = match source.len() {
+                Ok(n) => n,
+                Err(reel_io::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let reader = EpisodeReader::open(source as &dyn ByteSource)?;
+            let Some(summary) = summary_of_metadata(source.name(), reader.metadata())? else {
+                return Ok(None);
+            };
+            Ok(Some(EpisodeSummary { bytes, ..summary }))
+        })
+    }
+
+    /// Runs `read` over the canonical object `key`; when it fails because another
+    /// process replaced the object meanwhile (two batches ingesting the same episode),
+    /// runs it again over the new version, a few times at most.
+    fn read_canonical<T>(&self, key: &str, read: impl Fn(&ObjectSource) -> Result<T>) -> Result<T> {
+        const ATTEMPTS: usize = 4;
+        let mut attempt = 1;
+        loop {
+            let source = self.store().source(key);
+            match read(&source) {
+                Err(e)
+                    if attempt < ATTEMPTS
+                        && (e.is_object_changed() || source.has_changed().unwrap_or(false)) =>
+                {
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
     }
 
     fn run_canonical(
@@ -725,33 +745,38 @@ impl Pipeline {
             .map(|summary| -> Result<(Vec<String>, EpisodeStatus)> {
                 let started = Instant::now();
                 let replay = options.replay && Self::selected(options, &summary.landing_key);
-                let mut keys = Vec::new();
-                let mut status = EpisodeStatus::Reused;
-                let mut reader: Option<EpisodeReader<&dyn ByteSource>> = None;
-                let source = self.store().source(&summary.canonical_key);
-                for enricher in &self.enrichers {
-                    let key = Self::label_key(enricher.as_ref(), &summary.episode_id);
-                    let current = if replay {
-                        false
-                    } else {
-                        self.state.read_json::<LabelSet>(&key)?.is_some_and(|l| {
-                            l.enricher_version == enricher.version()
-                                && l.provenance.pipeline_version == *pv
-                                && l.provenance.config_digest == summary.provenance.config_digest
-                        })
-                    };
-                    if !current {
-                        let reader = match &mut reader {
-                            Some(r) => r,
-                            None => reader.insert(EpisodeReader::open(&source as &dyn ByteSource)?),
+                let (keys, status) = self.read_canonical(&summary.canonical_key, |source| {
+                    let mut keys = Vec::new();
+                    let mut status = EpisodeStatus::Reused;
+                    let mut reader: Option<EpisodeReader<&dyn ByteSource>> = None;
+                    for enricher in &self.enrichers {
+                        let key = Self::label_key(enricher.as_ref(), &summary.episode_id);
+                        let current = if replay {
+                            false
+                        } else {
+                            self.state.read_json::<LabelSet>(&key)?.is_some_and(|l| {
+                                l.enricher_version == enricher.version()
+                                    && l.provenance.pipeline_version == *pv
+                                    && l.provenance.config_digest
+                                        == summary.provenance.config_digest
+                            })
                         };
-                        let mut labels = enricher.label(reader, summary)?;
-                        labels.provenance.pipeline_version = pv.clone();
-                        self.state.write_json(&key, &labels)?;
-                        status = EpisodeStatus::Done;
+                        if !current {
+                            let reader = match &mut reader {
+                                Some(r) => r,
+                                None => {
+                                    reader.insert(EpisodeReader::open(source as &dyn ByteSource)?)
+                                }
+                            };
+                            let mut labels = enricher.label(reader, summary)?;
+                            labels.provenance.pipeline_version = pv.clone();
+                            self.state.write_json(&key, &labels)?;
+                            status = EpisodeStatus::Done;
+                        }
+                        keys.push(key);
                     }
-                    keys.push(key);
-                }
+                    Ok((keys, status))
+                })?;
                 let mut event = self.event(step, batch, &summary.landing_key, &summary.episode_id);
                 event.status = status;
                 event.seconds = started.elapsed().as_secs_f64();

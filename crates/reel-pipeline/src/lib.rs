@@ -134,6 +134,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this is a read of an object that another writer replaced meanwhile.
+    pub fn is_object_changed(&self) -> bool {
+        matches!(
+            self,
+            Self::Io(reel_io::Error::Changed { .. })
+                | Self::Mcap(reel_mcap::Error::Io(reel_io::Error::Changed { .. }))
+        )
+    }
+
     /// Whether the error lies in the landing episode itself (quarantine it and go on),
     /// as opposed to the store or the environment (fail the batch so it is retried).
     pub fn is_bad_input(&self) -> bool {
