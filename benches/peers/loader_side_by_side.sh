@@ -7,8 +7,8 @@
 # DIR is a main job's --work folder (default ~/.cache/reel/main-job: run
 # scripts/main-job.sh first); its canonical episodes are the data. Needs the
 # LeRobot environment of benches/peers/README.md and Reel's CLIs built in release
-# (scripts/main-job.sh builds them). Writes JSON lines to DIR/side-by-side/ and
-# prints one table.
+# (scripts/main-job.sh builds them). Writes JSON lines and the all-episodes
+# manifest to ~/.cache/reel/loader-side-by-side/ and prints one table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
 done
 bin=${CARGO_TARGET_DIR:-$REEL_CACHE/target}/release
 py=$REEL_CACHE/venv-lerobot/bin/python
-out=$work/side-by-side
+out=$REEL_CACHE/loader-side-by-side
 mkdir -p "$out"
 : > "$out/reel.jsonl"
 : > "$out/lerobot.jsonl"
