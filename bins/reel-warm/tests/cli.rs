@@ -238,3 +238,87 @@ fn concurrent_runs_share_one_cache() {
     assert!(fetched >= 12_000_000, "{fetched}");
     assert_all_cached(&store, &cache, &keys);
 }
+
+/// With `--spec`, only what a loader with that spec reads is fetched: a state-and-actions
+/// spec leaves the camera chunks in the store. The manifest itself is an S3 object,
+/// fetched once into the node's manifest folder.
+#[test]
+fn with_a_spec_warms_only_what_the_loader_reads() {
+    let Some(server) = S3Server::start("reel").unwrap() else {
+        return;
+    };
+    let store = server.store("reel", "corpus").unwrap();
+    // Cameras large enough that their chunks fill whole 64 KiB cache blocks.
+    let synth = reel_synth::SynthConfig {
+        seconds: 3.0,
+        cameras: 2,
+        width: 320,
+        height: 240,
+        ..reel_synth::SynthConfig::default()
+    };
+    let episode = reel_synth::generate_episode(&synth, 0).unwrap();
+    let processed = reel_pipeline::process_episode(
+        &episode.name,
+        &episode.name,
+        &episode.mcap,
+        &reel_pipeline::PipelineConfig::default(),
+    )
+    .unwrap();
+    let s = &processed.summary;
+    store
+        .write_atomic(&s.canonical_key, processed.bytes.clone())
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("train.arrow");
+    let row = ManifestRow {
+        episode_id: &s.episode_id,
+        uri: &s.canonical_key,
+        start_ns: s.start_ns as i64,
+        end_ns: s.end_ns as i64,
+        bytes: processed.bytes.len() as u64,
+        ..Default::default()
+    };
+    let meta = ManifestMeta::new("q", "snap", SamplingRule::at_hz(10.0, 1.0, 1.0));
+    write_manifest(&manifest, &[row], &meta).unwrap();
+    store
+        .write_atomic("runs/train.arrow", std::fs::read(&manifest).unwrap())
+        .unwrap();
+    let spec = dir.path().join("state.toml");
+    std::fs::write(
+        &spec,
+        "anchor_hz = 10.0\n\n[[proprio]]\nname = \"state\"\ntopic = \"/joint_states\"\nkind = \"window\"\nsteps = 20\nhz = 200.0\n\n\
+         [[proprio]]\nname = \"action\"\ntopic = \"/action\"\nkind = \"chunk\"\nsteps = 5\nhz = 50.0\n",
+    )
+    .unwrap();
+    let options = server.options();
+    let node = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let out = Command::new(env!("CARGO_BIN_EXE_reel-warm"))
+        .args(["--manifest", &server.uri("reel", "corpus/runs/train.arrow")])
+        .args(["--store", &server.uri("reel", "corpus")])
+        .arg("--cache")
+        .arg(&cache)
+        .arg("--spec")
+        .arg(&spec)
+        .args(["--block-size", "64K", "--quiet"])
+        .env("AWS_ACCESS_KEY_ID", options.access_key_id.unwrap())
+        .env("AWS_SECRET_ACCESS_KEY", options.secret_access_key.unwrap())
+        .env("TMPDIR", node.path())
+        .output()
+        .unwrap();
+    let line = json_line(&out);
+    let fetched = line["report"]["fetched_bytes"].as_u64().unwrap();
+    let total = processed.bytes.len() as u64;
+    assert!(fetched > 0, "{line}");
+    assert!(
+        fetched < total,
+        "fetched {fetched} of {total} bytes: camera chunks too"
+    );
+    // The manifest was fetched once into the node's folder, under its URI's hash.
+    let copies: Vec<_> = std::fs::read_dir(node.path().join("reel-manifests"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert!(copies[0].ends_with("-train.arrow"), "{copies:?}");
+}
