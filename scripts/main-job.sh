@@ -173,6 +173,7 @@ train = json.load(open(os.path.join(work, "train.json")))
 restarts = [e for e in lines("supervise.jsonl") if e.get("event") == "restart"]
 rows += [
     ("manifest rows: train / held-out", f"{curate.get('rows', '-')} / {heldout.get('rows', '-')}"),
+    ("QC rejections (left out by the query)", len(canonical) - curate.get("rows", 0) - heldout.get("rows", 0)),
     ("training samples in the manifest", curate.get("samples", "-")),
     ("curation seconds", f"{curate.get('seconds', 0):.2f}"),
     ("MB warmed into the cache", f"{sum(w.get('report', {}).get('fetched_bytes', 0) for w in warm) / 1e6:.1f}"),
