@@ -17,6 +17,11 @@
 //! - A corrupt episode is skipped and reported in [`Batch::skipped`], never a crash.
 //! - [`pack`] packs variable-length samples (valid steps of a stream) into fixed token
 //!   budgets with `cu_seqlens` and position ids for variable-length attention.
+//! - Workers share decoded GOPs, and wait for one another's decode of the same GOP
+//!   instead of repeating it; pictures are converted to RGB only when a sample uses them.
+//! - With feature `cuda` and [`LoaderOptions::pin_memory`], batch buffers are page-locked
+//!   host memory ([`HostMemory`]), ready for asynchronous copies to the GPU.
+//! - [`working_set`] gives the byte ranges a spec reads, to warm the block cache with.
 //!
 //! ```
 //! use reel_loader::{Loader, LoaderOptions, SampleSpec, Sources};
