@@ -328,15 +328,13 @@ impl Worker {
         for ((ci, _), gops) in missing.iter().zip(&planned) {
             let key = (row, *ci);
             for gop in gops {
-                let Some(claim) = self.claim(key, gop) else {
+                let claim = match self.claim(key, gop) {
+                    Claim::Decode(claim) => claim,
                     // Another worker decoded it while this one waited.
-                    held.extend(
-                        gop.kept()
-                            .into_iter()
-                            .filter_map(|t| self.cached_frame(key, t))
-                            .map(|g| (*ci, g)),
-                    );
-                    continue;
+                    Claim::Decoded(covering) => {
+                        held.extend(covering.into_iter().map(|g| (*ci, g)));
+                        continue;
+                    }
                 };
                 let decoded = Arc::new(
                     episode
@@ -376,23 +374,28 @@ impl Worker {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Claims the decode of `gop` for this worker, or returns `None` once another worker
-    /// has decoded every frame it would keep (waiting while one is decoding it).
-    fn claim(&self, key: (usize, usize), gop: &PlannedGop) -> Option<GopClaim> {
+    /// Claims the decode of `gop` for this worker, or, once another worker has decoded
+    /// every frame it would keep (waiting while one is decoding it), the cached GOPs
+    /// holding them.
+    fn claim(&self, key: (usize, usize), gop: &PlannedGop) -> Claim {
         let id = (key.0, key.1, gop.start_ns());
         let kept = gop.kept();
         let mut gops = self.lock_gops();
         loop {
-            let covered = kept.iter().all(|&t| {
-                gops.decoded
-                    .iter()
-                    .any(|(k, g)| *k == key && g.shown_at(t) == Some(t))
-            });
-            if covered {
-                return None;
+            let covering: Option<Vec<Arc<DecodedGop>>> = kept
+                .iter()
+                .map(|&t| {
+                    gops.decoded
+                        .iter()
+                        .find(|(k, g)| *k == key && g.shown_at(t) == Some(t))
+                        .map(|(_, g)| Arc::clone(g))
+                })
+                .collect();
+            if let Some(covering) = covering {
+                return Claim::Decoded(covering);
             }
             if gops.in_flight.insert(id) {
-                return Some(GopClaim {
+                return Claim::Decode(GopClaim {
                     shared: Arc::clone(&self.shared),
                     id,
                 });
@@ -632,6 +635,14 @@ fn wanted_times(episode: &OpenEpisode, camera: &CameraPlan, anchor: i64) -> Vec<
         .iter()
         .map(|o| (anchor + o + half).max(0) as u64)
         .collect()
+}
+
+/// What [`Worker::claim`] found.
+enum Claim {
+    /// Decode it: no other worker has or is doing so.
+    Decode(GopClaim),
+    /// Already decoded: the cached GOPs holding its frames.
+    Decoded(Vec<Arc<DecodedGop>>),
 }
 
 /// A GOP this worker is decoding; dropping it (after the decode, or on an error) lets

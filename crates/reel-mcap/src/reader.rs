@@ -109,11 +109,6 @@ impl DecodedGop {
         self.pictures.first().is_some_and(|p| p.0 == self.start_ns)
     }
 
-    /// Log times of the pictures kept.
-    pub fn kept(&self) -> impl Iterator<Item = u64> + '_ {
-        self.pictures.iter().map(|p| p.0)
-    }
-
     fn rgb(
         &self,
         i: usize,
@@ -156,11 +151,6 @@ impl PlannedGop {
             Some(shown) => shown.iter().copied().collect(),
             None => self.units.iter().map(|(k, _)| *k).collect(),
         }
-    }
-
-    /// Whether the decode keeps every frame of the GOP.
-    pub fn is_whole(&self) -> bool {
-        self.shown.is_none()
     }
 }
 
