@@ -164,15 +164,11 @@ fn main() -> Result<()> {
 /// The working set of a manifest: every byte of every listed episode, in manifest order
 /// without repeats (`--spec` narrows it to what a loader reads).
 fn working_set(manifest: &reel_manifest::Manifest) -> Result<Vec<WarmItem>> {
-    let mut seen = std::collections::HashSet::new();
-    let mut items = Vec::with_capacity(manifest.len());
-    for episode in manifest.episodes() {
-        let uri = episode.uri()?;
-        if seen.insert(uri.to_owned()) {
-            items.push(WarmItem::whole(uri));
-        }
-    }
-    Ok(items)
+    Ok(manifest
+        .distinct_objects()?
+        .iter()
+        .map(|episode| Ok(WarmItem::whole(episode.uri()?)))
+        .collect::<Result<_, reel_manifest::ManifestError>>()?)
 }
 
 fn default_capacity(cache: &BlockCache, dir: &Path) -> Result<u64> {

@@ -25,13 +25,9 @@ pub fn working_set(manifest: &Manifest, spec: &SampleSpec, store: &Store) -> Res
         .map(|c| c.topic.as_str())
         .chain(spec.proprio.iter().map(|p| p.topic.as_str()))
         .collect();
-    let mut seen = std::collections::HashSet::new();
     let mut items = Vec::new();
-    for episode in manifest.episodes() {
+    for episode in manifest.distinct_objects()? {
         let uri = episode.uri()?;
-        if !seen.insert(uri.to_owned()) {
-            continue;
-        }
         let episode_error = |source| LoaderError::Episode {
             uri: uri.to_string(),
             source: Box::new(source),

@@ -262,6 +262,19 @@ impl Manifest {
         })
     }
 
+    /// The first row of each distinct object (URI), in manifest order: the objects a run
+    /// reads, each once. Fails on the first row whose URI is unreadable.
+    pub fn distinct_objects(&self) -> Result<Vec<EpisodeRef<'_>>, ManifestError> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for episode in self.episodes() {
+            if seen.insert(episode.uri()?) {
+                out.push(episode);
+            }
+        }
+        Ok(out)
+    }
+
     /// Sample `index` of the whole manifest: its episode and anchor time.
     /// O(log rows): a search over batches, then over the batch's offsets.
     pub fn sample(&self, index: u64) -> Result<Sample<'_>, ManifestError> {

@@ -8,7 +8,6 @@
 //! reason in words; a check that cannot apply (no manifest given, no `nvidia-smi`) is
 //! [`Status::Skipped`] with the reason, never silently passed.
 
-use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -557,23 +556,20 @@ fn check_manifest(path: Option<&Path>) -> (Check, Option<WorkingSet>) {
         }
     };
     // The working set is the distinct objects the episodes live in.
-    let mut seen = HashSet::new();
-    let mut set = Vec::new();
-    for episode in manifest.episodes() {
-        match episode.uri() {
-            Ok(uri) => {
-                if seen.insert(uri) {
-                    set.push((uri.to_owned(), episode.bytes()));
-                }
-            }
-            Err(e) => {
-                return (
-                    check.with(Status::Fail, None, None, format!("unreadable row: {e}")),
-                    None,
-                );
-            }
+    let set: Vec<(String, u64)> = match manifest.distinct_objects().and_then(|objects| {
+        objects
+            .iter()
+            .map(|e| Ok((e.uri()?.to_owned(), e.bytes())))
+            .collect()
+    }) {
+        Ok(set) => set,
+        Err(e) => {
+            return (
+                check.with(Status::Fail, None, None, format!("unreadable row: {e}")),
+                None,
+            );
         }
-    }
+    };
     let bytes: u64 = set.iter().map(|(_, b)| b).sum();
     let reason = format!(
         "mapped {} episodes in {} objects, {:.1} MiB working set",
