@@ -21,10 +21,15 @@ fn python() -> PathBuf {
 }
 
 fn synth(out: &Path, extra: &[&str]) -> String {
+    synth_to(out.to_str().expect("utf-8 path"), extra, &[])
+}
+
+/// Runs reel-synth writing to `out` (a folder or store URI) with `env` set; its stdout.
+fn synth_to(out: &str, extra: &[&str], env: &[(&str, String)]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_reel-synth"))
         .args([
             "--out",
-            out.to_str().expect("utf-8 path"),
+            out,
             "--width",
             "96",
             "--height",
@@ -33,6 +38,7 @@ fn synth(out: &Path, extra: &[&str]) -> String {
             "2",
         ])
         .args(extra)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .expect("reel-synth runs");
     assert!(
@@ -41,6 +47,29 @@ fn synth(out: &Path, extra: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout).expect("utf-8 stdout")
+}
+
+/// Asserts that folder `b` holds the files of folder `a` (two episodes and their
+/// sidecars), byte for byte.
+fn assert_same_files(a: &Path, b: &Path) {
+    let mut names: Vec<_> = std::fs::read_dir(a)
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "two episodes and two sidecars: {names:?}");
+    for name in names {
+        let (x, y) = (
+            std::fs::read(a.join(&name)).expect("reads"),
+            std::fs::read(b.join(&name)).expect("the file exists in both"),
+        );
+        assert!(
+            x == y,
+            "{name:?} differs between {} and {}",
+            a.display(),
+            b.display()
+        );
+    }
 }
 
 #[test]
@@ -111,19 +140,7 @@ fn same_seed_same_bytes_from_the_cli() {
     ];
     synth(a.path(), &args);
     synth(b.path(), &args);
-    let mut names: Vec<_> = std::fs::read_dir(a.path())
-        .expect("lists")
-        .map(|e| e.expect("entry").file_name())
-        .collect();
-    names.sort();
-    assert_eq!(names.len(), 4, "two episodes and two sidecars: {names:?}");
-    for name in names {
-        let (x, y) = (
-            std::fs::read(a.path().join(&name)).expect("reads"),
-            std::fs::read(b.path().join(&name)).expect("reads"),
-        );
-        assert!(x == y, "{name:?} differs between runs");
-    }
+    assert_same_files(a.path(), b.path());
 }
 
 #[test]
@@ -148,31 +165,17 @@ fn writes_to_s3_the_same_bytes_as_to_a_folder() {
         server.port()
     );
     let options = server.options();
-    let output = Command::new(env!("CARGO_BIN_EXE_reel-synth"))
-        .args([
-            "--out",
-            &uri,
-            "--width",
-            "96",
-            "--height",
-            "72",
-            "--threads",
-            "2",
-        ])
-        .args(args)
-        .env("AWS_ACCESS_KEY_ID", options.access_key_id.expect("key"))
-        .env(
-            "AWS_SECRET_ACCESS_KEY",
-            options.secret_access_key.expect("secret"),
-        )
-        .output()
-        .expect("reel-synth runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = synth_to(
+        &uri,
+        &args,
+        &[
+            ("AWS_ACCESS_KEY_ID", options.access_key_id.expect("key")),
+            (
+                "AWS_SECRET_ACCESS_KEY",
+                options.secret_access_key.expect("secret"),
+            ),
+        ],
     );
-    let stdout = String::from_utf8(output.stdout).expect("utf-8");
     let mut reported = 0;
     for line in stdout.lines() {
         let line: serde_json::Value = serde_json::from_str(line).expect("JSON line");
@@ -185,20 +188,7 @@ fn writes_to_s3_the_same_bytes_as_to_a_folder() {
     }
     assert_eq!(reported, 2);
     assert_eq!(local_lines.lines().count(), 2);
-    let bucket = server.root().join("robots/landing");
-    let mut names: Vec<_> = std::fs::read_dir(local.path())
-        .expect("lists")
-        .map(|e| e.expect("entry").file_name())
-        .collect();
-    names.sort();
-    assert_eq!(names.len(), 4, "two episodes and two sidecars: {names:?}");
-    for name in names {
-        let (x, y) = (
-            std::fs::read(local.path().join(&name)).expect("reads"),
-            std::fs::read(bucket.join(&name)).expect("the object exists"),
-        );
-        assert!(x == y, "{name:?} differs between the folder and S3");
-    }
+    assert_same_files(local.path(), &server.root().join("robots/landing"));
 }
 
 #[test]
