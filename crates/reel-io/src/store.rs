@@ -213,6 +213,12 @@ impl Store {
         .map_err(|e| self.store_err(key, e))
     }
 
+    /// Removes every object under `prefix` (a folder ending in `/`); nothing there is fine.
+    pub fn remove_all(&self, prefix: &str) -> Result<()> {
+        self.block_on(self.inner.op.delete_with(prefix).recursive(true))
+            .map_err(|e| self.store_err(prefix, e))
+    }
+
     /// Keys of the objects directly under `prefix` (a folder, `""` for the root), sorted.
     pub fn list(&self, prefix: &str) -> Result<Vec<String>> {
         self.list_files(prefix, false)
