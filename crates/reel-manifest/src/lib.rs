@@ -46,7 +46,7 @@ mod write;
 pub use error::ManifestError;
 pub use fetch::{fetch_once, local_copy, node_manifest_dir, open_uri, open_uri_with};
 pub use read::{EpisodeRef, Manifest, Sample, ShardView};
-pub use write::{ManifestRow, ManifestWriter, write_manifest};
+pub use write::{ManifestNumbers, ManifestRow, ManifestWriter, write_manifest};
 
 /// The manifest format version this crate reads and writes.
 pub const FORMAT_VERSION: &str = "1";

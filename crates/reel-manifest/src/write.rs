@@ -3,9 +3,13 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
 
 use arrow_array::builder::{Int64Builder, StringBuilder, UInt32Builder, UInt64Builder};
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{
+    Array, ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
 use arrow_ipc::writer::FileWriter;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
@@ -28,6 +32,43 @@ pub struct ManifestRow<'a> {
     pub camera_frames: u32,
     pub state_steps: u32,
     pub action_steps: u32,
+}
+
+/// Many episodes, column by column: every slice holds one value per episode,
+/// in the order of the episode ids given beside them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ManifestNumbers<'a> {
+    pub start_ns: &'a [i64],
+    pub end_ns: &'a [i64],
+    pub bytes: &'a [u64],
+    pub camera_frames: &'a [u32],
+    pub state_steps: &'a [u32],
+    pub action_steps: &'a [u32],
+}
+
+impl ManifestNumbers<'_> {
+    /// The common length, if every column has it.
+    fn len(&self) -> Option<usize> {
+        let n = self.start_ns.len();
+        let lens = [
+            self.end_ns.len(),
+            self.bytes.len(),
+            self.camera_frames.len(),
+            self.state_steps.len(),
+            self.action_steps.len(),
+        ];
+        lens.iter().all(|&l| l == n).then_some(n)
+    }
+}
+
+/// A string column of `rows` values (fewer if `values` runs short), sized up
+/// front: growing the buffers by doubling costs more than filling them.
+fn string_array<'s>(values: impl Iterator<Item = &'s str>, rows: usize) -> StringArray {
+    let mut builder = StringBuilder::with_capacity(rows, rows * 24);
+    for value in values {
+        builder.append_value(value);
+    }
+    builder.finish()
 }
 
 /// The manifest's Arrow schema, with `meta` as schema metadata.
@@ -79,8 +120,7 @@ struct Columns {
 }
 
 impl Columns {
-    fn new() -> Self {
-        let n = BATCH_ROWS;
+    fn with_capacity(n: usize) -> Self {
         Self {
             episode_id: StringBuilder::with_capacity(n, n * 20),
             uri: StringBuilder::with_capacity(n, n * 40),
@@ -99,21 +139,96 @@ impl Columns {
         arrow_array::builder::ArrayBuilder::len(&self.start_ns)
     }
 
-    fn finish(&mut self, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    /// The buffered rows as a batch; the builders start over with `n` rows of room.
+    fn finish(
+        &mut self,
+        schema: &SchemaRef,
+        n: usize,
+    ) -> Result<RecordBatch, arrow_schema::ArrowError> {
+        let mut full = std::mem::replace(self, Self::with_capacity(n));
+        let this = &mut full;
         let arrays: Vec<ArrayRef> = vec![
-            Arc::new(self.episode_id.finish()),
-            Arc::new(self.uri.finish()),
-            Arc::new(self.start_ns.finish()),
-            Arc::new(self.end_ns.finish()),
-            Arc::new(self.bytes.finish()),
-            Arc::new(self.camera_frames.finish()),
-            Arc::new(self.state_steps.finish()),
-            Arc::new(self.action_steps.finish()),
-            Arc::new(self.num_samples.finish()),
-            Arc::new(self.sample_offset.finish()),
+            Arc::new(this.episode_id.finish()),
+            Arc::new(this.uri.finish()),
+            Arc::new(this.start_ns.finish()),
+            Arc::new(this.end_ns.finish()),
+            Arc::new(this.bytes.finish()),
+            Arc::new(this.camera_frames.finish()),
+            Arc::new(this.state_steps.finish()),
+            Arc::new(this.action_steps.finish()),
+            Arc::new(this.num_samples.finish()),
+            Arc::new(this.sample_offset.finish()),
         ];
         RecordBatch::try_new(schema.clone(), arrays)
     }
+}
+
+type IpcFile = FileWriter<BufWriter<File>>;
+
+/// The thread that writes finished batches to the file while the caller
+/// builds the next one.
+struct BatchSink {
+    batches: SyncSender<RecordBatch>,
+    worker: JoinHandle<Result<IpcFile, ManifestError>>,
+    tmp: PathBuf,
+}
+
+impl BatchSink {
+    fn start(writer: IpcFile, file: File, tmp: PathBuf) -> Self {
+        // One batch in flight: building and writing overlap, memory stays bounded.
+        let (batches, incoming) = sync_channel::<RecordBatch>(1);
+        let path = tmp.clone();
+        let worker = std::thread::spawn(move || write_batches(writer, file, &path, incoming));
+        Self {
+            batches,
+            worker,
+            tmp,
+        }
+    }
+
+    /// Waits for every batch to be written and returns the file.
+    fn close(self) -> Result<IpcFile, ManifestError> {
+        drop(self.batches);
+        self.worker
+            .join()
+            .unwrap_or_else(|_| {
+                Err(ManifestError::io(&self.tmp)(std::io::Error::other(
+                    "writer thread panicked",
+                )))
+            })
+    }
+}
+
+/// Writes each batch, and syncs the batches written so far in the background
+/// while the next one is written: the final sync then waits for the last
+/// batch only.
+fn write_batches(
+    mut writer: IpcFile,
+    file: File,
+    tmp: &Path,
+    batches: Receiver<RecordBatch>,
+) -> Result<IpcFile, ManifestError> {
+    let arrow = |source| ManifestError::Arrow {
+        path: tmp.to_path_buf(),
+        source,
+    };
+    let wait = |syncing: Option<JoinHandle<std::io::Result<()>>>| match syncing.map(JoinHandle::join)
+    {
+        None | Some(Ok(Ok(()))) => Ok(()),
+        Some(Ok(Err(e))) => Err(ManifestError::io(tmp)(e)),
+        Some(Err(_)) => Err(ManifestError::io(tmp)(std::io::Error::other(
+            "sync thread panicked",
+        ))),
+    };
+    let mut syncing = None;
+    for batch in batches {
+        writer.write(&batch).map_err(arrow)?;
+        wait(syncing.take())?;
+        let handle = file.try_clone().map_err(ManifestError::io(tmp))?;
+        syncing = Some(std::thread::spawn(move || handle.sync_data()));
+    }
+    wait(syncing)?;
+    Ok(writer)
 }
 
 /// Writes a manifest row by row, in batches, to a temporary file that
@@ -124,8 +239,11 @@ pub struct ManifestWriter {
     tmp: PathBuf,
     meta: ManifestMeta,
     schema: SchemaRef,
-    /// `None` once finished; an unfinished writer removes its temporary file on drop.
-    writer: Option<FileWriter<BufWriter<File>>>,
+    /// The writer thread; `None` once finished or failed.
+    sink: Option<BatchSink>,
+    /// Set once the file is in place; until then dropping the writer removes
+    /// the temporary file, whatever stopped it.
+    finished: bool,
     columns: Columns,
     batch_rows: usize,
     rows: usize,
@@ -160,19 +278,22 @@ impl ManifestWriter {
             .unwrap_or_default();
         let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
         let file = File::create(&tmp).map_err(ManifestError::io(&tmp))?;
+        let sync_handle = file.try_clone().map_err(ManifestError::io(&tmp))?;
         let schema: SchemaRef = Arc::new(schema(meta));
         let writer =
             FileWriter::try_new_buffered(file, &schema).map_err(|source| ManifestError::Arrow {
                 path: tmp.clone(),
                 source,
             })?;
+        let sink = BatchSink::start(writer, sync_handle, tmp.clone());
         Ok(Self {
             path,
             tmp,
             meta: meta.clone(),
             schema,
-            writer: Some(writer),
-            columns: Columns::new(),
+            sink: Some(sink),
+            finished: false,
+            columns: Columns::with_capacity(BATCH_ROWS),
             batch_rows: BATCH_ROWS,
             rows: 0,
             samples: 0,
@@ -183,6 +304,7 @@ impl ManifestWriter {
     /// tests of multi-batch manifests.
     pub fn with_batch_rows(mut self, rows: usize) -> Self {
         self.batch_rows = rows.max(1);
+        self.columns = Columns::with_capacity(self.batch_rows);
         self
     }
 
@@ -217,19 +339,119 @@ impl ManifestWriter {
         Ok(())
     }
 
-    fn flush_batch(&mut self) -> Result<(), ManifestError> {
-        let arrow = |source| ManifestError::Arrow {
-            path: self.tmp.clone(),
-            source,
+    /// Appends many episodes at once, column by column: the fast path for a
+    /// query result (arrays are built straight from the slices, no per-row
+    /// builder calls). `episode_ids` and `uris` must yield one value per row
+    /// of `numbers`.
+    pub fn push_columns<'s>(
+        &mut self,
+        episode_ids: impl IntoIterator<Item = &'s str>,
+        uris: impl IntoIterator<Item = &'s str>,
+        numbers: ManifestNumbers<'_>,
+    ) -> Result<(), ManifestError> {
+        let Some(n) = numbers.len() else {
+            return Err(ManifestError::InvalidRow {
+                row: self.rows,
+                reason: "columns of different lengths".into(),
+            });
         };
-        let batch = self.columns.finish(&self.schema).map_err(arrow)?;
-        match self.writer.as_mut() {
-            Some(writer) => writer.write(&batch).map_err(|source| ManifestError::Arrow {
+        if let Some(bad) = (0..n).find(|&i| numbers.end_ns[i] < numbers.start_ns[i]) {
+            return Err(ManifestError::InvalidRow {
+                row: self.rows + bad,
+                reason: format!(
+                    "end {} before start {}",
+                    numbers.end_ns[bad], numbers.start_ns[bad]
+                ),
+            });
+        }
+        // Rows pushed one by one so far close their own batch.
+        if self.columns.len() > 0 {
+            self.flush_batch()?;
+        }
+        let (mut ids, mut uris) = (episode_ids.into_iter(), uris.into_iter());
+        let mut start = 0;
+        while start < n {
+            let end = (start + self.batch_rows).min(n);
+            let rows = end - start;
+            let short = |column: &str| ManifestError::InvalidRow {
+                row: self.rows + rows,
+                reason: format!("fewer {column} than rows"),
+            };
+            let id_array = string_array(ids.by_ref().take(rows), rows);
+            let uri_array = string_array(uris.by_ref().take(rows), rows);
+            if id_array.len() != rows {
+                return Err(short("episode ids"));
+            }
+            if uri_array.len() != rows {
+                return Err(short("uris"));
+            }
+            let (starts, ends) = (&numbers.start_ns[start..end], &numbers.end_ns[start..end]);
+            let sampling = self.meta.sampling;
+            let num_samples: Vec<u64> = starts
+                .iter()
+                .zip(ends)
+                .map(|(&s, &e)| sampling.num_samples(s, e))
+                .collect();
+            let mut offsets = Vec::with_capacity(rows);
+            for &k in &num_samples {
+                offsets.push(self.samples);
+                self.samples += k;
+            }
+            let arrays: Vec<ArrayRef> = vec![
+                Arc::new(id_array),
+                Arc::new(uri_array),
+                Arc::new(Int64Array::from(starts.to_vec())),
+                Arc::new(Int64Array::from(ends.to_vec())),
+                Arc::new(UInt64Array::from(numbers.bytes[start..end].to_vec())),
+                Arc::new(UInt32Array::from(numbers.camera_frames[start..end].to_vec())),
+                Arc::new(UInt32Array::from(numbers.state_steps[start..end].to_vec())),
+                Arc::new(UInt32Array::from(numbers.action_steps[start..end].to_vec())),
+                Arc::new(UInt64Array::from(num_samples)),
+                Arc::new(UInt64Array::from(offsets)),
+            ];
+            let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|source| {
+                ManifestError::Arrow {
+                    path: self.tmp.clone(),
+                    source,
+                }
+            })?;
+            self.rows += rows;
+            self.send(batch)?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    fn flush_batch(&mut self) -> Result<(), ManifestError> {
+        let batch = self
+            .columns
+            .finish(&self.schema, self.batch_rows)
+            .map_err(|source| ManifestError::Arrow {
                 path: self.tmp.clone(),
                 source,
-            }),
-            None => Ok(()),
+            })?;
+        self.send(batch)
+    }
+
+    /// Hands a finished batch to the writer thread.
+    fn send(&mut self, batch: RecordBatch) -> Result<(), ManifestError> {
+        let Some(sink) = self.sink.as_ref() else {
+            return Err(self.failed_earlier());
+        };
+        if sink.batches.send(batch).is_err() {
+            // The writer thread stopped: its error says why.
+            if let Some(sink) = self.sink.take() {
+                sink.close()?;
+            }
+            return Err(self.failed_earlier());
         }
+        Ok(())
+    }
+
+    fn failed_earlier(&self) -> ManifestError {
+        ManifestError::io(&self.tmp)(std::io::Error::other(
+            "an earlier write of this manifest failed",
+        ))
     }
 
     /// Finishes the file, syncs it and renames it into place. Returns the
@@ -240,14 +462,14 @@ impl ManifestWriter {
         if self.columns.len() > 0 || self.rows == 0 {
             self.flush_batch()?;
         }
-        let arrow = |source| ManifestError::Arrow {
+        let Some(sink) = self.sink.take() else {
+            return Err(self.failed_earlier());
+        };
+        let mut writer = sink.close()?;
+        writer.finish().map_err(|source| ManifestError::Arrow {
             path: self.tmp.clone(),
             source,
-        };
-        let Some(mut writer) = self.writer.take() else {
-            return Ok((self.rows, self.samples));
-        };
-        writer.finish().map_err(arrow)?;
+        })?;
         let file = writer
             .into_inner()
             .map_err(|source| ManifestError::Arrow {
@@ -261,13 +483,17 @@ impl ManifestWriter {
             })?;
         file.sync_all().map_err(ManifestError::io(&self.tmp))?;
         std::fs::rename(&self.tmp, &self.path).map_err(ManifestError::io(&self.path))?;
+        self.finished = true;
         Ok((self.rows, self.samples))
     }
 }
 
 impl Drop for ManifestWriter {
     fn drop(&mut self) {
-        if self.writer.is_some() {
+        if let Some(sink) = self.sink.take() {
+            let _ = sink.close();
+        }
+        if !self.finished {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use reel_manifest::{
-    Manifest, ManifestError, ManifestMeta, ManifestRow, ManifestWriter, SamplingRule, fetch_once,
-    open_uri, open_uri_with, write_manifest,
+    Manifest, ManifestError, ManifestMeta, ManifestNumbers, ManifestRow, ManifestWriter,
+    SamplingRule, fetch_once, open_uri, open_uri_with, write_manifest,
 };
 
 const RULE: SamplingRule = SamplingRule {
@@ -243,6 +243,123 @@ fn invalid_rows_are_refused_and_leave_nothing_behind() {
     let err = write_manifest(&path, &rows, &ManifestMeta::new("q", "s", RULE))
         .expect_err("end before start");
     assert!(err.to_string().contains("before start"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("lists").count(),
+        0,
+        "no file, no temporary left"
+    );
+}
+
+/// Writes `rows` with a few pushed one by one, then the rest column by column.
+fn write_columns(path: &Path, rows: &[(String, String, i64, i64)], batch_rows: usize) -> u64 {
+    let meta = ManifestMeta::new("SELECT * FROM episodes WHERE success", "snap-42", RULE);
+    let mut writer = ManifestWriter::create(path, &meta)
+        .expect("creates")
+        .with_batch_rows(batch_rows);
+    let (first, rest) = rows.split_at(rows.len().min(3));
+    for (i, (id, uri, start, end)) in first.iter().enumerate() {
+        writer
+            .push(&ManifestRow {
+                episode_id: id,
+                uri,
+                start_ns: *start,
+                end_ns: *end,
+                bytes: 1000 + i as u64,
+                camera_frames: 90,
+                state_steps: 600,
+                action_steps: 150,
+            })
+            .expect("pushes");
+    }
+    let n = rest.len();
+    let starts: Vec<i64> = rest.iter().map(|r| r.2).collect();
+    let ends: Vec<i64> = rest.iter().map(|r| r.3).collect();
+    let bytes: Vec<u64> = (first.len()..rows.len()).map(|i| 1000 + i as u64).collect();
+    let (frames, states, actions) = (vec![90; n], vec![600; n], vec![150; n]);
+    writer
+        .push_columns(
+            rest.iter().map(|r| r.0.as_str()),
+            rest.iter().map(|r| r.1.as_str()),
+            ManifestNumbers {
+                start_ns: &starts,
+                end_ns: &ends,
+                bytes: &bytes,
+                camera_frames: &frames,
+                state_steps: &states,
+                action_steps: &actions,
+            },
+        )
+        .expect("pushes columns");
+    writer.finish().expect("finishes").1
+}
+
+#[test]
+fn columns_and_rows_write_the_same_manifest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = owned_rows(50);
+    for batch_rows in [1, 7, 64] {
+        let (a, b) = (dir.path().join("rows.arrow"), dir.path().join("cols.arrow"));
+        let samples = write(&a, &rows, batch_rows);
+        assert_eq!(write_columns(&b, &rows, batch_rows), samples);
+        let (ma, mb) = (
+            Manifest::open(&a).expect("opens"),
+            Manifest::open(&b).expect("opens"),
+        );
+        assert_eq!((ma.len(), ma.num_samples()), (mb.len(), mb.num_samples()));
+        for i in 0..rows.len() {
+            let (x, y) = (ma.episode(i).expect("row"), mb.episode(i).expect("row"));
+            assert_eq!(x.episode_id().expect("id"), y.episode_id().expect("id"));
+            assert_eq!(x.uri().expect("uri"), y.uri().expect("uri"));
+            assert_eq!(
+                (x.start_ns(), x.end_ns(), x.bytes(), x.num_samples(), x.sample_offset()),
+                (y.start_ns(), y.end_ns(), y.bytes(), y.num_samples(), y.sample_offset()),
+                "row {i}, batches of {batch_rows}"
+            );
+        }
+        for (k, &(row, t)) in expected_samples(&rows).iter().enumerate() {
+            let s = mb.sample(k as u64).expect("sample");
+            assert_eq!((s.episode.row(), s.time_ns), (row, t));
+        }
+    }
+}
+
+#[test]
+fn bad_columns_are_refused_and_leave_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.arrow");
+    let meta = ManifestMeta::new("q", "s", RULE);
+    let (starts, ends, bytes) = ([0i64, 10], [5i64, 5], [1u64, 1]);
+    let counts = [1u32, 1];
+    let numbers = ManifestNumbers {
+        start_ns: &starts,
+        end_ns: &ends,
+        bytes: &bytes,
+        camera_frames: &counts,
+        state_steps: &counts,
+        action_steps: &counts,
+    };
+    let mut writer = ManifestWriter::create(&path, &meta).expect("creates");
+    let err = writer
+        .push_columns(["a", "b"], ["x", "y"], numbers)
+        .expect_err("end before start");
+    assert!(err.to_string().contains("row 1"), "{err}");
+    let short = ManifestNumbers {
+        end_ns: &ends[..1],
+        ..numbers
+    };
+    let err = writer
+        .push_columns(["a", "b"], ["x", "y"], short)
+        .expect_err("uneven columns");
+    assert!(err.to_string().contains("different lengths"), "{err}");
+    let fine = ManifestNumbers {
+        end_ns: &[5, 15],
+        ..numbers
+    };
+    let err = writer
+        .push_columns(["a"], ["x", "y"], fine)
+        .expect_err("too few ids");
+    assert!(err.to_string().contains("episode ids"), "{err}");
+    drop(writer);
     assert_eq!(
         std::fs::read_dir(dir.path()).expect("lists").count(),
         0,
