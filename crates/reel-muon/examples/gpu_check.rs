@@ -1,5 +1,6 @@
 //! GPU check of the CUDA backend: bf16 Newton–Schulz against the f64 SVD oracle and the CPU bf16 path,
-//! a CUDA Muon step against the CPU optimizer, a one-rank NCCL round trip, and Newton–Schulz throughput
+//! a CUDA Muon step against the CPU optimizer, the sharded optimizer's gather (pack/unpack between
+//! optimizers, and a one-rank NCCL gather), a one-rank NCCL round trip, and Newton–Schulz throughput
 //! beside cuBLAS's bf16 GEMM rate. Prints JSON lines; exits non-zero when a check fails.
 //!
 //! `cargo run --release -p reel-muon --features cuda --example gpu_check`
@@ -11,13 +12,14 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 use reel_muon::cuda::{
-    CudaDevice, CudaMuon, NcclCommunicator, available, nccl_available, nccl_unique_id,
+    CudaDevice, CudaMuon, NcclCommunicator, ShardedCudaMuon, available, nccl_available,
+    nccl_unique_id,
 };
 use reel_muon::newton_schulz::ns_flops;
 use reel_muon::spectral::{newton_schulz_oracle, relative_error};
 use reel_muon::{
     AdamWConfig, Communicator, DEFAULT_COEFFICIENTS, Group, Muon, MuonConfig, MuonError,
-    NewtonSchulz, NsPrecision, ParamSpec, Topology,
+    NewtonSchulz, NsPrecision, ParamSpec, Strategy, Topology,
 };
 use serde_json::json;
 
@@ -130,9 +132,48 @@ fn run() -> Result<bool, MuonError> {
         "{}",
         json!({"check": "muon_step_vs_cpu", "steps": 3, "worst_rel_err_of_update": worst, "pass": pass})
     );
+    // 3. Sharding on the GPU. One device cannot hold two NCCL ranks, so the gather's two halves are
+    //    checked apart: an optimizer owning every other parameter, refilled from one owning all
+    //    (pack → unpack, device to device), must equal it; and a one-rank ShardedCudaMuon (its
+    //    NCCL gather end to end) must equal CudaMuon.
+    let owned: Vec<bool> = (0..specs.len()).map(|i| i % 2 == 0).collect();
+    let others: Vec<usize> = (0..specs.len()).filter(|&i| !owned[i]).collect();
+    let mut full = CudaMuon::new(CudaDevice::new(0)?, specs.clone(), &params, muon, adamw)?;
+    let mut half = CudaMuon::with_owned(
+        CudaDevice::new(0)?,
+        specs.clone(),
+        &params,
+        &owned,
+        muon,
+        adamw,
+    )?;
+    let grads: Vec<Vec<f32>> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| gaussian(s.numel(), 777 + i as u64))
+        .collect();
+    full.step(&grads)?;
+    half.step(&grads)?;
+    let numel: usize = others.iter().map(|&i| specs[i].numel()).sum();
+    let mut buffer = full.device().upload(&vec![0.0; numel])?;
+    full.pack_params(&others, &mut buffer.as_view_mut())?;
+    full.device().synchronize()?;
+    half.unpack_params(&others, &buffer.as_view())?;
+    let (a, b) = (full.download_params()?, half.download_params()?);
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| relative_error(y, &x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>()))
+        .fold(0.0f64, f64::max);
+    let pass = worst <= BF16_TOLERANCE;
+    ok &= pass;
+    println!(
+        "{}",
+        json!({"check": "sharded_pack_unpack", "bit_identical": a == b, "worst_rel_err": worst, "pass": pass})
+    );
     let device = CudaDevice::new(0)?;
 
-    // 3. NCCL on a world of one (one GPU): the collectives run end to end.
+    // 4. NCCL on a world of one (one GPU): the collectives run end to end.
     if nccl_available() {
         let topology = Topology::new(1, 1)?;
         let (world_id, node_id) = (nccl_unique_id()?, nccl_unique_id()?);
@@ -146,6 +187,35 @@ fn run() -> Result<bool, MuonError> {
         let pass = buf == [1.0, 2.0, 3.0] && gathered == [4.0, 5.0, 6.0];
         ok &= pass;
         println!("{}", json!({"check": "nccl_single_rank", "pass": pass}));
+
+        let sharded_device = CudaDevice::new(0)?;
+        let (world_id, node_id) = (nccl_unique_id()?, nccl_unique_id()?);
+        let comm = NcclCommunicator::new(
+            sharded_device.stream().clone(),
+            0,
+            topology,
+            &world_id,
+            &node_id,
+        )?;
+        let mut sharded = ShardedCudaMuon::new(
+            sharded_device,
+            specs.clone(),
+            &params,
+            Strategy::Global,
+            comm,
+            muon,
+            adamw,
+        )?;
+        let mut single = CudaMuon::new(CudaDevice::new(0)?, specs.clone(), &params, muon, adamw)?;
+        sharded.step(&grads)?;
+        single.step(&grads)?;
+        let (a, b) = (single.download_params()?, sharded.download_params()?);
+        let pass = a == b;
+        ok &= pass;
+        println!(
+            "{}",
+            json!({"check": "sharded_cuda_single_rank", "bit_identical": pass, "pass": pass})
+        );
     } else {
         println!(
             "{}",
@@ -153,7 +223,7 @@ fn run() -> Result<bool, MuonError> {
         );
     }
 
-    // 4. Throughput: Newton–Schulz on same-shape stacks beside cuBLAS's bf16 GEMM rate.
+    // 5. Throughput: Newton–Schulz on same-shape stacks beside cuBLAS's bf16 GEMM rate.
     let peak = device.gemm_rate(8192, 20)?;
     println!(
         "{}",

@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use cudarc::cublas::{CudaBlas, result as blas, sys as blas_sys};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
-    PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr,
+    DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 use cudarc::nccl::{Comm, Id, ReduceOp};
 
@@ -25,6 +25,7 @@ use crate::comm::{Communicator, Group, Topology};
 use crate::error::{MuonError, Result};
 use crate::newton_schulz::NewtonSchulz;
 use crate::optimizer::{AdamWConfig, MuonConfig, ParamKind, ParamSpec};
+use crate::shard::{ShardPlan, Strategy};
 
 /// Whether the driver, cuBLAS and NVRTC libraries can be loaded.
 pub fn available() -> bool {
@@ -425,6 +426,16 @@ struct AdamWParam {
     exp_avg_sq: CudaSlice<f32>,
 }
 
+/// Where a parameter lives on the device.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    /// Member `member` of the stacked shape group `group`.
+    Stacked { group: usize, member: usize },
+    Adamw(usize),
+    /// Not updated here (another rank owns it): values only.
+    Held(usize),
+}
+
 /// Muon with auxiliary AdamW, every parameter and all state resident on one GPU.
 #[derive(Debug)]
 pub struct CudaMuon {
@@ -434,6 +445,8 @@ pub struct CudaMuon {
     adamw: AdamWConfig,
     groups: Vec<ShapeGroup>,
     adamw_params: Vec<AdamWParam>,
+    held: Vec<CudaSlice<f32>>,
+    slots: Vec<Slot>,
     step: u64,
 }
 
@@ -446,15 +459,33 @@ impl CudaMuon {
         muon: MuonConfig,
         adamw: AdamWConfig,
     ) -> Result<Self> {
-        if params.len() != specs.len() {
+        let owned = vec![true; specs.len()];
+        Self::with_owned(device, specs, params, &owned, muon, adamw)
+    }
+
+    /// Like [`CudaMuon::new`], but keeps state for and updates only the parameters marked in
+    /// `owned`; the others are held on the device for a gather to overwrite (see
+    /// [`ShardedCudaMuon`]).
+    pub fn with_owned(
+        device: CudaDevice,
+        specs: Vec<ParamSpec>,
+        params: &[Vec<f32>],
+        owned: &[bool],
+        muon: MuonConfig,
+        adamw: AdamWConfig,
+    ) -> Result<Self> {
+        if params.len() != specs.len() || owned.len() != specs.len() {
             return Err(MuonError::Config(format!(
-                "{} parameters for {} specs",
+                "{} parameters and {} ownership flags for {} specs",
                 params.len(),
+                owned.len(),
                 specs.len()
             )));
         }
         let mut by_shape: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
         let mut adamw_params = Vec::new();
+        let mut held = Vec::new();
+        let mut slots = vec![Slot::Held(0); specs.len()];
         let zeros = |n: usize| cuda!("allocate", device.stream.alloc_zeros::<f32>(n));
         for (index, (spec, param)) in specs.iter().zip(params).enumerate() {
             spec.validate()?;
@@ -463,6 +494,14 @@ impl CudaMuon {
                     &spec.name,
                     format!("{} elements for shape {:?}", param.len(), spec.shape),
                 ));
+            }
+            if !owned[index] {
+                slots[index] = Slot::Held(held.len());
+                held.push(device.upload(param)?);
+                continue;
+            }
+            if spec.kind == ParamKind::Adamw {
+                slots[index] = Slot::Adamw(adamw_params.len());
             }
             match spec.kind {
                 ParamKind::Muon => by_shape.entry(spec.matrix_dims()).or_default().push(index),
@@ -477,6 +516,10 @@ impl CudaMuon {
         }
         let mut groups = Vec::new();
         for ((rows, cols), members) in by_shape {
+            for (member, &index) in members.iter().enumerate() {
+                let group = groups.len();
+                slots[index] = Slot::Stacked { group, member };
+            }
             let stacked: Vec<f32> = members
                 .iter()
                 .flat_map(|&i| params[i].iter().copied())
@@ -499,8 +542,76 @@ impl CudaMuon {
             adamw,
             groups,
             adamw_params,
+            held,
+            slots,
             step: 0,
         })
+    }
+
+    /// The parameter specs, in order.
+    pub fn specs(&self) -> &[ParamSpec] {
+        &self.specs
+    }
+
+    /// The device memory of parameter `index`.
+    fn param_view(&self, index: usize) -> CudaView<'_, f32> {
+        match self.slots[index] {
+            Slot::Stacked { group, member } => {
+                let g = &self.groups[group];
+                let per = g.rows * g.cols;
+                g.params.slice(member * per..(member + 1) * per)
+            }
+            Slot::Adamw(j) => self.adamw_params[j].param.as_view(),
+            Slot::Held(j) => self.held[j].as_view(),
+        }
+    }
+
+    /// Copies parameters `indices`, in order and back to back, into `dst` (device to device).
+    pub fn pack_params(&self, indices: &[usize], dst: &mut CudaViewMut<'_, f32>) -> Result<()> {
+        let mut at = 0;
+        for &i in indices {
+            let src = self.param_view(i);
+            let n = src.len();
+            if at + n > dst.len() {
+                return Err(MuonError::Comm("pack_params: buffer too small".into()));
+            }
+            let mut part = dst.slice_mut(at..at + n);
+            cuda!("copy", self.device.stream.memcpy_dtod(&src, &mut part))?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Overwrites parameters `indices`, in order and back to back, from `src` (device to device).
+    pub fn unpack_params(&mut self, indices: &[usize], src: &CudaView<'_, f32>) -> Result<()> {
+        let stream = self.device.stream.clone();
+        let mut at = 0;
+        for &i in indices {
+            let n = self.specs[i].numel();
+            if at + n > src.len() {
+                return Err(MuonError::Comm("unpack_params: buffer too small".into()));
+            }
+            let part = src.slice(at..at + n);
+            match self.slots[i] {
+                Slot::Stacked { group, member } => {
+                    let g = &mut self.groups[group];
+                    let per = g.rows * g.cols;
+                    let mut dst = g.params.slice_mut(member * per..(member + 1) * per);
+                    cuda!("copy", stream.memcpy_dtod(&part, &mut dst))?;
+                }
+                Slot::Adamw(j) => {
+                    cuda!(
+                        "copy",
+                        stream.memcpy_dtod(&part, &mut self.adamw_params[j].param)
+                    )?;
+                }
+                Slot::Held(j) => {
+                    cuda!("copy", stream.memcpy_dtod(&part, &mut self.held[j]))?;
+                }
+            }
+            at += n;
+        }
+        Ok(())
     }
 
     /// The device.
@@ -618,7 +729,130 @@ impl CudaMuon {
         for p in &self.adamw_params {
             out[p.index] = self.device.download(&p.param)?;
         }
+        for (index, slot) in self.slots.iter().enumerate() {
+            if let Slot::Held(j) = *slot {
+                out[index] = self.device.download(&self.held[j])?;
+            }
+        }
         Ok(out)
+    }
+}
+
+/// [`CudaMuon`] on one rank of a sharded job ([`ShardPlan`]): each rank updates the parameters it
+/// owns, then NCCL gathers the new values device to device within the plan's gather group (the
+/// world for [`Strategy::Global`], the node for [`Strategy::Hybrid`]). Optimizer state exists only
+/// on owners. Same plan and same arithmetic as [`crate::ShardedMuon`], on the GPU.
+#[derive(Debug)]
+pub struct ShardedCudaMuon {
+    optimizer: CudaMuon,
+    plan: ShardPlan,
+    comm: NcclCommunicator,
+    owned_by_member: Vec<Vec<usize>>,
+    counts: Vec<usize>,
+}
+
+impl ShardedCudaMuon {
+    /// Plans `strategy` on `comm`'s topology and uploads this rank's share. `comm` must run on
+    /// `device`'s stream, so collectives and kernels stay ordered.
+    pub fn new(
+        device: CudaDevice,
+        specs: Vec<ParamSpec>,
+        params: &[Vec<f32>],
+        strategy: Strategy,
+        comm: NcclCommunicator,
+        muon: MuonConfig,
+        adamw: AdamWConfig,
+    ) -> Result<Self> {
+        if !Arc::ptr_eq(&comm.stream, &device.stream) {
+            return Err(MuonError::Config(
+                "the NCCL communicator must use the device's stream".into(),
+            ));
+        }
+        let plan = ShardPlan::new(&specs, strategy, comm.topology(), muon.newton_schulz.steps);
+        let owned: Vec<bool> = (0..specs.len())
+            .map(|i| plan.owns(comm.rank(), i))
+            .collect();
+        let owned_by_member = plan.owned_by_member();
+        let counts = owned_by_member
+            .iter()
+            .map(|indices| indices.iter().map(|&i| specs[i].numel()).sum())
+            .collect();
+        let optimizer = CudaMuon::with_owned(device, specs, params, &owned, muon, adamw)?;
+        Ok(Self {
+            optimizer,
+            plan,
+            comm,
+            owned_by_member,
+            counts,
+        })
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &ShardPlan {
+        &self.plan
+    }
+
+    /// This rank's optimizer (state for owned parameters only).
+    pub fn optimizer(&self) -> &CudaMuon {
+        &self.optimizer
+    }
+
+    /// Copies every parameter back to the host, in spec order.
+    pub fn download_params(&self) -> Result<Vec<Vec<f32>>> {
+        self.optimizer.download_params()
+    }
+
+    /// One step: update owned parameters, then gather so every rank of the group holds every
+    /// new value.
+    pub fn step<G: AsRef<[f32]>>(&mut self, grads: &[G]) -> Result<()> {
+        self.optimizer.step(grads)?;
+        let Some(group) = self.plan.gather_group() else {
+            return Ok(());
+        };
+        let rank = self.comm.rank();
+        let own = rank - self.plan.topology().members(group, rank).start;
+        let starts: Vec<usize> = self
+            .counts
+            .iter()
+            .scan(0, |at, &c| {
+                let start = *at;
+                *at += c;
+                Some(start)
+            })
+            .collect();
+        let total: usize = self.counts.iter().sum();
+        let stream = self.optimizer.device.stream.clone();
+        let mut gathered = cuda!("allocate", stream.alloc_zeros::<f32>(total.max(1)))?;
+        let mine = starts[own]..starts[own] + self.counts[own];
+        self.optimizer
+            .pack_params(&self.owned_by_member[own], &mut gathered.slice_mut(mine.clone()))?;
+        let comm = self.comm.comm(group);
+        if self.counts.iter().all(|&c| c == self.counts[own]) {
+            let staged = cuda!("copy", stream.clone_dtod(&gathered.slice(mine)))?;
+            cuda!(
+                "ncclAllGather",
+                comm.all_gather(&staged, &mut gathered).map(drop)
+            )?;
+        } else {
+            // NCCL has no all-gather of uneven parts: one broadcast per member, rooted there.
+            for (member, (&start, &count)) in starts.iter().zip(&self.counts).enumerate() {
+                if count > 0 {
+                    let mut part = gathered.slice_mut(start..start + count);
+                    cuda!(
+                        "ncclBroadcast",
+                        comm.broadcast_in_place(&mut part, member as i32).map(drop)
+                    )?;
+                }
+            }
+        }
+        for (member, indices) in self.owned_by_member.iter().enumerate() {
+            if member != own && !indices.is_empty() {
+                let range = starts[member]..starts[member] + self.counts[member];
+                self.optimizer
+                    .unpack_params(indices, &gathered.slice(range))?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -121,7 +121,7 @@ impl ShardPlan {
     }
 
     /// Parameter indices owned by each member of a gather group, in parameter order.
-    fn owned_by_member(&self) -> Vec<Vec<usize>> {
+    pub(crate) fn owned_by_member(&self) -> Vec<Vec<usize>> {
         let size = match self.strategy {
             Strategy::Single => 1,
             Strategy::Global => self.topology.world_size(),
