@@ -189,13 +189,11 @@ impl BatchSink {
     /// Waits for every batch to be written and returns the file.
     fn close(self) -> Result<IpcFile, ManifestError> {
         drop(self.batches);
-        self.worker
-            .join()
-            .unwrap_or_else(|_| {
-                Err(ManifestError::io(&self.tmp)(std::io::Error::other(
-                    "writer thread panicked",
-                )))
-            })
+        self.worker.join().unwrap_or_else(|_| {
+            Err(ManifestError::io(&self.tmp)(std::io::Error::other(
+                "writer thread panicked",
+            )))
+        })
     }
 }
 
@@ -212,14 +210,14 @@ fn write_batches(
         path: tmp.to_path_buf(),
         source,
     };
-    let wait = |syncing: Option<JoinHandle<std::io::Result<()>>>| match syncing.map(JoinHandle::join)
-    {
-        None | Some(Ok(Ok(()))) => Ok(()),
-        Some(Ok(Err(e))) => Err(ManifestError::io(tmp)(e)),
-        Some(Err(_)) => Err(ManifestError::io(tmp)(std::io::Error::other(
-            "sync thread panicked",
-        ))),
-    };
+    let wait =
+        |syncing: Option<JoinHandle<std::io::Result<()>>>| match syncing.map(JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(ManifestError::io(tmp)(e)),
+            Some(Err(_)) => Err(ManifestError::io(tmp)(std::io::Error::other(
+                "sync thread panicked",
+            ))),
+        };
     let mut syncing = None;
     for batch in batches {
         writer.write(&batch).map_err(arrow)?;
@@ -403,7 +401,9 @@ impl ManifestWriter {
                 Arc::new(Int64Array::from(starts.to_vec())),
                 Arc::new(Int64Array::from(ends.to_vec())),
                 Arc::new(UInt64Array::from(numbers.bytes[start..end].to_vec())),
-                Arc::new(UInt32Array::from(numbers.camera_frames[start..end].to_vec())),
+                Arc::new(UInt32Array::from(
+                    numbers.camera_frames[start..end].to_vec(),
+                )),
                 Arc::new(UInt32Array::from(numbers.state_steps[start..end].to_vec())),
                 Arc::new(UInt32Array::from(numbers.action_steps[start..end].to_vec())),
                 Arc::new(UInt64Array::from(num_samples)),

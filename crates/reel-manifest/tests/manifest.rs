@@ -311,8 +311,20 @@ fn columns_and_rows_write_the_same_manifest() {
             assert_eq!(x.episode_id().expect("id"), y.episode_id().expect("id"));
             assert_eq!(x.uri().expect("uri"), y.uri().expect("uri"));
             assert_eq!(
-                (x.start_ns(), x.end_ns(), x.bytes(), x.num_samples(), x.sample_offset()),
-                (y.start_ns(), y.end_ns(), y.bytes(), y.num_samples(), y.sample_offset()),
+                (
+                    x.start_ns(),
+                    x.end_ns(),
+                    x.bytes(),
+                    x.num_samples(),
+                    x.sample_offset()
+                ),
+                (
+                    y.start_ns(),
+                    y.end_ns(),
+                    y.bytes(),
+                    y.num_samples(),
+                    y.sample_offset()
+                ),
                 "row {i}, batches of {batch_rows}"
             );
         }

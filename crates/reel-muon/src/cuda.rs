@@ -430,7 +430,10 @@ struct AdamWParam {
 #[derive(Clone, Copy, Debug)]
 enum Slot {
     /// Member `member` of the stacked shape group `group`.
-    Stacked { group: usize, member: usize },
+    Stacked {
+        group: usize,
+        member: usize,
+    },
     Adamw(usize),
     /// Not updated here (another rank owns it): values only.
     Held(usize),
@@ -824,8 +827,10 @@ impl ShardedCudaMuon {
         let stream = self.optimizer.device.stream.clone();
         let mut gathered = cuda!("allocate", stream.alloc_zeros::<f32>(total.max(1)))?;
         let mine = starts[own]..starts[own] + self.counts[own];
-        self.optimizer
-            .pack_params(&self.owned_by_member[own], &mut gathered.slice_mut(mine.clone()))?;
+        self.optimizer.pack_params(
+            &self.owned_by_member[own],
+            &mut gathered.slice_mut(mine.clone()),
+        )?;
         let comm = self.comm.comm(group);
         if self.counts.iter().all(|&c| c == self.counts[own]) {
             let staged = cuda!("copy", stream.clone_dtod(&gathered.slice(mine)))?;
