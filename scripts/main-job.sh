@@ -107,6 +107,8 @@ done > "$work/inspect.jsonl"
 # The most recent episode is held out from training to measure the policy on.
 usable="NOT qc_camera_blackout AND NOT qc_corrupt_frames"
 latest="SELECT episode_id FROM episodes WHERE $usable ORDER BY recorded_at DESC LIMIT 1"
+echo "== compact: the latest version of each episode, sorted for queries" >&2
+"$bin/reel-compact" --warehouse "$store" > "$work/compact.jsonl"
 echo "== curate: SQL over the warehouse into memory-mapped train and held-out manifests" >&2
 "$bin/reel-curate" --warehouse "$store" \
   --sql "SELECT * FROM episodes WHERE $usable AND episode_id NOT IN ($latest) ORDER BY recorded_at" \
@@ -166,12 +168,14 @@ rows = [
     ("warehouse files", len(parts)),
 ]
 curate = next(lines("curate.jsonl"), {})
+compaction = next(lines("compact.jsonl"), {})
 heldout = next(lines("curate-heldout.jsonl"), {})
 warm = list(lines("warm-*.jsonl"))
 load = next(lines("load.jsonl"), {})
 train = json.load(open(os.path.join(work, "train.json")))
 restarts = [e for e in lines("supervise.jsonl") if e.get("event") == "restart"]
 rows += [
+    ("warehouse compaction: episodes / parts", f"{compaction.get('rows', '-')} / {compaction.get('parts', '-')}"),
     ("manifest rows: train / held-out", f"{curate.get('rows', '-')} / {heldout.get('rows', '-')}"),
     ("QC rejections (left out by the query)", len(canonical) - curate.get("rows", 0) - heldout.get("rows", 0)),
     ("training samples in the manifest", curate.get("samples", "-")),

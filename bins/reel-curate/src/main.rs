@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use reel_curate::{Warehouse, curate_to_manifest};
+use reel_curate::{CompactionState, Warehouse, curate_to_manifest};
 use reel_manifest::SamplingRule;
 
 /// Curate a training set: SELECT … FROM episodes WHERE … → manifest.arrow.
@@ -71,6 +71,17 @@ fn main() -> anyhow::Result<()> {
         warehouse.files().len(),
         warehouse.snapshot_id()
     );
+    match warehouse.compaction_state() {
+        CompactionState::None => eprintln!(
+            "reel-curate: no compaction: deduplicating the whole log (reel-compact makes this fast)"
+        ),
+        CompactionState::Current { id, delta, .. } => {
+            eprintln!("reel-curate: reading compaction {id} and {delta} files ingested since")
+        }
+        CompactionState::Stale { id, reason } => eprintln!(
+            "reel-curate: compaction {id} is stale ({reason}): deduplicating the whole log"
+        ),
+    }
     let rule = SamplingRule::at_hz(args.anchor_hz, args.before, args.after);
     let summary = curate_to_manifest(&warehouse, &sql, rule, &args.output)?;
     let seconds = started.elapsed().as_secs_f64();

@@ -1,15 +1,17 @@
 //! Curation time for a realistic filter over generated warehouses of 1M,
-//! 10M and 50M rows: the query (latest-version dedup, filter, projection)
-//! plus writing the manifest.
+//! 10M and 50M rows: the query plus writing the manifest, read from the
+//! ingest log (latest-version dedup at query time), from a compaction, and
+//! from a compaction with 1% of the episodes re-ingested since.
 //!
-//! `cargo bench -p reel-curate --bench curate [-- ROWS...]`; warehouses are
-//! generated once into `$REEL_BENCH_DIR` (default `~/.cache/reel/bench`).
+//! `cargo bench -p reel-curate --bench curate [-- [--skip-log] ROWS...]`;
+//! warehouses are generated once into `$REEL_BENCH_DIR` (default
+//! `~/.cache/reel/bench`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use reel_curate::synthetic::parquet_file;
-use reel_curate::{Warehouse, curate_to_manifest};
+use reel_curate::synthetic::{parquet_file, parquet_file_ingested_at};
+use reel_curate::{Warehouse, compact, curate_to_manifest};
 use reel_manifest::SamplingRule;
 
 const QUERY: &str = "SELECT * FROM episodes \
@@ -60,45 +62,126 @@ fn build(rows: u64) -> PathBuf {
     root
 }
 
+/// Median, min and max of three runs of `f`, and `f`'s last result.
+fn three<T>(mut f: impl FnMut() -> T) -> ([Duration; 3], T) {
+    let mut times = [Duration::ZERO; 3];
+    let mut last = None;
+    for t in &mut times {
+        let started = Instant::now();
+        last = Some(f());
+        *t = started.elapsed();
+    }
+    times.sort();
+    (times, last.expect("ran"))
+}
+
+fn row(label: &str, rows: u64, mb: f64, selected: usize, times: [Duration; 3]) {
+    println!(
+        "| {rows} | {label} | {mb:.0} | {selected} | {:.2} s | {:.2} s | {:.2} s |",
+        times[1].as_secs_f64(),
+        times[0].as_secs_f64(),
+        times[2].as_secs_f64()
+    );
+}
+
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let sizes = if args.is_empty() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let skip_log = args.iter().any(|a| a == "--skip-log");
+    let sizes: Vec<u64> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let sizes = if sizes.is_empty() {
         vec![1_000_000, 10_000_000, 50_000_000]
     } else {
-        args
+        sizes
     };
+    let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
     println!("query: {QUERY}");
     println!(
-        "| warehouse rows | Parquet MB | selected episodes | curation (median of 3) | min | max |"
+        "| warehouse rows | read from | Parquet MB read | selected episodes | curation (median of 3) | min | max |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
+    let mut compactions = Vec::new();
     for rows in sizes {
         let root = build(rows);
         let uri = root.to_str().expect("utf-8").to_string();
+        // Start from the log alone: no compaction, no files ingested since.
+        let delta = root.join("episodes/part-delta.parquet");
+        let _ = std::fs::remove_file(&delta);
+        let _ = std::fs::remove_dir_all(root.join("compacted"));
         let out = bench_dir().join(format!("curated-{rows}.arrow"));
-        let mut times: Vec<Duration> = Vec::new();
-        let mut selected = 0;
-        let mut bytes = 0;
-        for _ in 0..3 {
-            let t = Instant::now();
-            let warehouse = Warehouse::open(&uri).expect("opens");
-            let summary =
-                curate_to_manifest(&warehouse, QUERY, SamplingRule::at_hz(10.0, 1.0, 1.0), &out)
-                    .expect("curates");
-            times.push(t.elapsed());
-            selected = summary.rows;
-            bytes = warehouse.files().iter().map(|(_, b)| b).sum::<u64>();
+        let curate = |warehouse: &Warehouse| {
+            curate_to_manifest(warehouse, QUERY, rule, &out)
+                .expect("curates")
+                .rows
+        };
+        let log_mb = |w: &Warehouse| w.files().iter().map(|(_, b)| b).sum::<u64>() as f64 / 1e6;
+
+        if !skip_log {
+            let (times, selected) = three(|| curate(&Warehouse::open(&uri).expect("opens")));
+            let w = Warehouse::open(&uri).expect("opens");
+            row(
+                "log (dedup at query time)",
+                rows,
+                log_mb(&w),
+                selected,
+                times,
+            );
         }
-        times.sort();
+
+        let started = Instant::now();
+        let summary = compact(&Warehouse::open(&uri).expect("opens")).expect("compacts");
+        let compaction_s = started.elapsed().as_secs_f64();
+        let (times, selected) = three(|| curate(&Warehouse::open(&uri).expect("opens")));
+        let compacted_mb = summary.bytes as f64 / 1e6;
+        row("compaction", rows, compacted_mb, selected, times);
+        let (times, _) = three(|| {
+            Warehouse::open(&uri)
+                .expect("opens")
+                .query(QUERY)
+                .expect("runs")
+                .height()
+        });
+        row(
+            "compaction, query only",
+            rows,
+            compacted_mb,
+            selected,
+            times,
+        );
+
+        // 1% of the episodes re-ingested after the compaction.
+        let reingested = rows / 100;
+        // Generated ingestions end 761 days after 2025-01-01 (recordings span
+        // 700 days, version 2 is ingested 61 days after recording): this one
+        // comes after all of them, as a re-ingestion after a compaction does.
+        let later = 1_735_689_600_000_000_000 + 800 * 86_400_000_000_000;
+        let bytes = parquet_file_ingested_at(7, 0..reingested, 2, Some(later)).expect("encodes");
+        let delta_mb = bytes.len() as f64 / 1e6;
+        std::fs::write(&delta, bytes).expect("writes");
+        let (times, selected) = three(|| curate(&Warehouse::open(&uri).expect("opens")));
+        row(
+            "compaction + 1% re-ingested since",
+            rows,
+            compacted_mb + delta_mb,
+            selected,
+            times,
+        );
+        let started = Instant::now();
+        let again = compact(&Warehouse::open(&uri).expect("opens")).expect("compacts");
+        compactions.push((rows, summary, compaction_s, again, started.elapsed()));
+    }
+    println!();
+    println!(
+        "| warehouse rows | compaction | parts | compacted MB | seconds | recompaction with 1% re-ingested | seconds |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (rows, first, first_s, again, again_t) in compactions {
         println!(
-            "| {rows} | {:.0} | {selected} | {:.2} s | {:.2} s | {:.2} s |",
-            bytes as f64 / 1e6,
-            times[1].as_secs_f64(),
-            times[0].as_secs_f64(),
-            times[2].as_secs_f64()
+            "| {rows} | {} | {} | {:.0} | {first_s:.1} | {} | {:.1} |",
+            first.id,
+            first.parts,
+            first.bytes as f64 / 1e6,
+            again.id,
+            again_t.as_secs_f64()
         );
     }
 }

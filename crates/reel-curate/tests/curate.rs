@@ -1,13 +1,14 @@
 //! SQL curation against generated warehouses: exact rows for each kind of
-//! filter, latest-version deduplication, manifests readable by pyarrow and
-//! polars, and the same result from an S3 warehouse.
+//! filter, latest-version deduplication (from the log, from a compaction, and
+//! from a compaction with files ingested since), manifests readable by pyarrow
+//! and polars, and the same result from an S3 warehouse.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use reel_curate::synthetic::{Row, parquet_file, row};
-use reel_curate::{CurateError, Warehouse, curate_to_manifest};
+use reel_curate::synthetic::{Row, parquet_file, parquet_file_ingested_at, row};
+use reel_curate::{CompactionState, CurateError, Warehouse, compact, curate_to_manifest};
 use reel_manifest::{Manifest, SamplingRule};
 
 const SEED: u64 = 17;
@@ -49,16 +50,12 @@ fn manifest_ids(path: &Path) -> Vec<String> {
         .map(|e| e.episode_id().expect("utf-8").to_string()))
 }
 
-#[test]
-fn filters_return_exactly_the_expected_rows() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let latest = build_warehouse(dir.path());
-    let warehouse = Warehouse::open(dir.path().to_str().expect("utf-8")).expect("opens");
-    assert_eq!(warehouse.files().len(), 2);
-    let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
+type Keep = Box<dyn Fn(&Row) -> bool>;
+
+/// Queries covering each kind of filter, with the rows each must return.
+fn cases() -> Vec<(&'static str, Keep)> {
     let march = 1_740_787_200_000_000_000i64; // 2025-03-01T00:00:00Z
-    type Keep = Box<dyn Fn(&Row) -> bool>;
-    let cases: Vec<(&str, Keep)> = vec![
+    vec![
         ("SELECT * FROM episodes", Box::new(|_| true)),
         (
             "SELECT * FROM episodes WHERE task = 'fold_towel'",
@@ -100,17 +97,23 @@ fn filters_return_exactly_the_expected_rows() {
             "SELECT * FROM episodes WHERE duration_s >= 60 AND task <> 'pick_cube' ORDER BY recorded_at",
             Box::new(|r| (r.end_ns - r.start_ns) >= 60_000_000_000 && r.task != "pick_cube"),
         ),
-    ];
-    for (i, (sql, keep)) in cases.iter().enumerate() {
-        let out = dir.path().join(format!("m{i}.arrow"));
-        let summary = curate_to_manifest(&warehouse, sql, rule, &out)
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    ]
+}
+
+/// Runs every case against `warehouse` and checks its manifest against `latest`,
+/// the rows the warehouse's `episodes` table must hold.
+fn check_cases(warehouse: &Warehouse, latest: &[Row], dir: &Path) {
+    let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
+    for (i, (sql, keep)) in cases().iter().enumerate() {
+        let out = dir.join(format!("m{i}.arrow"));
+        let summary =
+            curate_to_manifest(warehouse, sql, rule, &out).unwrap_or_else(|e| panic!("{sql}: {e}"));
         let expected = ids(latest
             .iter()
             .filter(|r| keep(r))
             .map(|r| r.episode_id.clone()));
         assert!(
-            !expected.is_empty() && expected.len() < EPISODES as usize || i == 0,
+            !expected.is_empty() && expected.len() < latest.len() || i == 0,
             "{sql}: a filter that selects nothing or everything tests little"
         );
         assert_eq!(manifest_ids(&out), expected, "{sql}");
@@ -125,6 +128,154 @@ fn filters_return_exactly_the_expected_rows() {
             .sum();
         assert_eq!(m.num_samples(), samples, "{sql}");
     }
+}
+
+fn open(dir: &Path) -> Warehouse {
+    Warehouse::open(dir.to_str().expect("utf-8")).expect("opens")
+}
+
+#[test]
+fn filters_return_exactly_the_expected_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let latest = build_warehouse(dir.path());
+    let warehouse = open(dir.path());
+    assert_eq!(warehouse.files().len(), 2);
+    assert_eq!(warehouse.compaction_state(), &CompactionState::None);
+    check_cases(&warehouse, &latest, dir.path());
+}
+
+/// Later than any generated ingestion (those end 761 days after 2025-01-01).
+const AFTER_EVERYTHING: i64 = 1_735_689_600_000_000_000 + 800 * 86_400_000_000_000;
+
+#[test]
+fn a_compaction_answers_every_query_like_the_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut latest = build_warehouse(dir.path());
+    let first = compact(&open(dir.path())).expect("compacts");
+    assert!(first.written);
+    assert_eq!((first.rows, first.covered), (EPISODES, 2));
+    let warehouse = open(dir.path());
+    let log_snapshot = format!("wh-{}", first.id.trim_start_matches("c-"));
+    assert_eq!(
+        warehouse.snapshot_id(),
+        format!("{log_snapshot}+{}", first.id),
+        "the snapshot names the compaction it read"
+    );
+    assert_eq!(
+        warehouse.compaction_state(),
+        &CompactionState::Current {
+            id: first.id.clone(),
+            covered: 2,
+            delta: 0
+        }
+    );
+    check_cases(&warehouse, &latest, dir.path());
+    let again = compact(&warehouse).expect("compacts");
+    assert!(!again.written, "same files: nothing to write");
+    assert_eq!(again.id, first.id);
+
+    // Episodes 100..300 re-ingested after the compaction: the cheap merge.
+    let later = dir.path().join("episodes/ingest_date=2026-12-01");
+    std::fs::create_dir_all(&later).expect("mkdir");
+    std::fs::write(
+        later.join("part-0000.parquet"),
+        parquet_file_ingested_at(SEED, 100..300, 3, Some(AFTER_EVERYTHING)).expect("encodes"),
+    )
+    .expect("writes");
+    for i in 100..300 {
+        let mut r = row(SEED, i, 3);
+        r.ingested_at_ns = AFTER_EVERYTHING;
+        latest[i as usize] = r;
+    }
+    let warehouse = open(dir.path());
+    assert!(matches!(
+        warehouse.compaction_state(),
+        CompactionState::Current { delta: 1, .. }
+    ));
+    check_cases(&warehouse, &latest, dir.path());
+
+    // A file whose rows predate the compaction's newest (a late upload of
+    // first ingestions): they must lose to the versions already compacted.
+    std::fs::write(
+        later.join("part-0001.parquet"),
+        parquet_file(SEED, 250..450, 0).expect("encodes"),
+    )
+    .expect("writes");
+    let warehouse = open(dir.path());
+    assert!(matches!(
+        warehouse.compaction_state(),
+        CompactionState::Current { delta: 2, .. }
+    ));
+    check_cases(&warehouse, &latest, dir.path());
+
+    // Compacting again folds both files in; the previous compaction stays for
+    // curations still reading it, older ones go.
+    let second = compact(&warehouse).expect("compacts");
+    assert!(second.written && second.id != first.id);
+    assert_eq!((second.rows, second.covered), (EPISODES, 4));
+    let warehouse = open(dir.path());
+    check_cases(&warehouse, &latest, dir.path());
+    std::fs::write(
+        later.join("part-0002.parquet"),
+        parquet_file_ingested_at(SEED, 590..600, 3, Some(AFTER_EVERYTHING + 1)).expect("encodes"),
+    )
+    .expect("writes");
+    for i in 590..600 {
+        let mut r = row(SEED, i, 3);
+        r.ingested_at_ns = AFTER_EVERYTHING + 1;
+        latest[i as usize] = r;
+    }
+    // Built from the previous compaction's parts plus the new file.
+    let third = compact(&open(dir.path())).expect("compacts");
+    check_cases(&open(dir.path()), &latest, dir.path());
+    let mut folders: Vec<String> = std::fs::read_dir(dir.path().join("compacted"))
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("c-"))
+        .collect();
+    folders.sort();
+    let mut want = vec![second.id.clone(), third.id.clone()];
+    want.sort();
+    assert_eq!(
+        folders, want,
+        "the current and the previous compaction only"
+    );
+}
+
+#[test]
+fn a_stale_or_damaged_compaction_is_never_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_warehouse(dir.path());
+    let summary = compact(&open(dir.path())).expect("compacts");
+    // A covered file is rewritten with fewer rows: the compaction holds rows
+    // the log no longer has.
+    std::fs::write(
+        dir.path()
+            .join("episodes/ingest_date=2026-11-20/part-0000.parquet"),
+        parquet_file(SEED, 0..150, 2).expect("encodes"),
+    )
+    .expect("writes");
+    let warehouse = open(dir.path());
+    match warehouse.compaction_state() {
+        CompactionState::Stale { id, reason } => {
+            assert_eq!(id, &summary.id);
+            assert!(reason.contains("ingest_date=2026-11-20"), "{reason}");
+        }
+        other => panic!("expected a stale compaction, got {other:?}"),
+    }
+    let latest: Vec<Row> = (0..EPISODES)
+        .map(|i| row(SEED, i, if i < 150 { 2 } else { 1 }))
+        .collect();
+    check_cases(&warehouse, &latest, dir.path());
+
+    std::fs::write(
+        dir.path().join("compacted/CURRENT.json"),
+        b"{\"version\": 1, \"id\"",
+    )
+    .expect("writes");
+    let err = Warehouse::open(dir.path().to_str().expect("utf-8")).expect_err("damaged pointer");
+    assert!(matches!(err, CurateError::BadCompaction { .. }), "{err}");
+    assert!(err.to_string().contains("CURRENT.json"), "{err}");
 }
 
 #[test]
@@ -270,6 +421,29 @@ fn an_s3_warehouse_gives_the_same_manifest() {
         remote.snapshot_id(),
         "same files, same snapshot"
     );
+
+    // Compacted on S3 and locally: the same rows, in the same order.
+    let summary = compact(&remote).expect("compacts on s3");
+    assert_eq!(summary.rows, EPISODES);
+    compact(&local).expect("compacts locally");
+    let remote =
+        Warehouse::from_store(server.store("warehouse", "wh").expect("store")).expect("opens s3");
+    assert!(matches!(
+        remote.compaction_state(),
+        CompactionState::Current { delta: 0, .. }
+    ));
+    let local = open(dir.path());
+    curate_to_manifest(&local, sql, rule, &a).expect("local");
+    curate_to_manifest(&remote, sql, rule, &b).expect("s3");
+    let in_order = |path: &Path| -> Vec<String> {
+        let m = Manifest::open(path).expect("opens");
+        m.episodes()
+            .map(|e| e.episode_id().expect("utf-8").to_string())
+            .collect()
+    };
+    assert_eq!(in_order(&a), in_order(&b));
+    assert_eq!(manifest_ids(&a), manifest_ids(&b));
+    assert_eq!(local.snapshot_id(), remote.snapshot_id());
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use reel_cache::{BlockCache, CacheConfig, WarmItem, WarmOptions};
-use reel_curate::{Warehouse, curate_to_manifest};
+use reel_curate::{CompactionState, Warehouse, compact, curate_to_manifest};
 use reel_io::Store;
 use reel_loader::SampleSpec;
 use reel_pipeline::{PipelineConfig, encode_warehouse, process_episode};
@@ -61,9 +61,15 @@ fn the_chain_trains_and_a_crashed_run_resumes_exactly() {
         encode_warehouse("episodes", &summaries, 1_700_000_000_000_000_000).expect("rows");
     std::fs::write(root.join("episodes/part-00000.parquet"), parquet).expect("writes");
 
-    // Curate: two episodes to train on, one held out.
+    // Compact, then curate: two episodes to train on, one held out.
     let spec = SampleSpec::from_toml_file(spec_path()).expect("spec");
+    let log = Warehouse::open(root.to_str().expect("utf-8")).expect("warehouse");
+    assert_eq!(compact(&log).expect("compacts").rows, 5);
     let warehouse = Warehouse::open(root.to_str().expect("utf-8")).expect("warehouse");
+    assert!(matches!(
+        warehouse.compaction_state(),
+        CompactionState::Current { delta: 0, .. }
+    ));
     let heldout_id = &summaries[4].episode_id;
     let train = work.path().join("train.arrow");
     let heldout = work.path().join("heldout.arrow");
