@@ -21,9 +21,22 @@ pub const COMPACTED_PREFIX: &str = "compacted/";
 pub const POINTER_KEY: &str = "compacted/CURRENT.json";
 /// The pointer format this code writes and reads.
 const POINTER_VERSION: u32 = 1;
-/// Parquet bytes of input per compacted part: bounds the memory of a compaction
-/// (each part is deduplicated and sorted in memory).
-const PART_INPUT_BYTES: u64 = 256 << 20;
+/// How a compaction splits its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactOptions {
+    /// Parquet bytes of input per compacted part: bounds the memory of a
+    /// compaction (each part is deduplicated and sorted in memory; 256 MiB of
+    /// zstd input is about 1 GB in memory).
+    pub part_input_bytes: u64,
+}
+
+impl Default for CompactOptions {
+    fn default() -> Self {
+        Self {
+            part_input_bytes: 256 << 20,
+        }
+    }
+}
 /// Rows per row group of a compacted part: small enough that a filter on the
 /// sort columns skips most of a part. Parts are LZ4, not zstd like the log:
 /// 1.6× the bytes, half the decode time of every query.
@@ -140,6 +153,14 @@ fn store_error(store: &Store, source: reel_io::Error) -> CurateError {
 /// the new one, never a mix; compactions older than the previous one are
 /// removed. Running it again on the same files writes nothing.
 pub fn compact(warehouse: &Warehouse) -> Result<CompactionSummary, CurateError> {
+    compact_with(warehouse, CompactOptions::default())
+}
+
+/// [`compact`] with explicit options.
+pub fn compact_with(
+    warehouse: &Warehouse,
+    options: CompactOptions,
+) -> Result<CompactionSummary, CurateError> {
     let store = warehouse.store();
     let files = warehouse.files();
     let id = format!("c-{:016x}-{}", file_set_hash(files), files.len());
@@ -174,7 +195,7 @@ pub fn compact(warehouse: &Warehouse) -> Result<CompactionSummary, CurateError> 
         _ => files.to_vec(),
     };
     let input_bytes: u64 = inputs.iter().map(|(_, s)| s).sum();
-    let part_count = input_bytes.div_ceil(PART_INPUT_BYTES).max(1);
+    let part_count = input_bytes.div_ceil(options.part_input_bytes.max(1)).max(1);
     let all = warehouse.scan_log(inputs.iter().map(|(k, _)| k.as_str()))?;
     let mut parts = Vec::new();
     let (mut rows, mut bytes, mut newest) = (0u64, 0u64, i64::MIN);

@@ -30,8 +30,8 @@ use std::path::Path;
 
 pub mod compact;
 
+pub use compact::{CompactOptions, CompactionState, CompactionSummary, compact, compact_with};
 use compact::{Compaction, classify, read_pointer};
-pub use compact::{CompactionState, CompactionSummary, compact};
 use polars::prelude::*;
 use polars::sql::SQLContext;
 use reel_io::Store;

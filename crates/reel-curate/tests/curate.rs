@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use reel_curate::synthetic::{Row, parquet_file, parquet_file_ingested_at, row};
-use reel_curate::{CompactionState, CurateError, Warehouse, compact, curate_to_manifest};
+use reel_curate::{
+    CompactOptions, CompactionState, CurateError, Warehouse, compact, compact_with,
+    curate_to_manifest,
+};
 use reel_manifest::{Manifest, SamplingRule};
 
 const SEED: u64 = 17;
@@ -240,6 +243,20 @@ fn a_compaction_answers_every_query_like_the_log() {
         folders, want,
         "the current and the previous compaction only"
     );
+}
+
+#[test]
+fn a_compaction_in_many_parts_holds_each_episode_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let latest = build_warehouse(dir.path());
+    // About 4 KB of input per part: dozens of parts, some possibly empty.
+    let options = CompactOptions {
+        part_input_bytes: 4096,
+    };
+    let summary = compact_with(&open(dir.path()), options).expect("compacts");
+    assert!(summary.parts > 10, "{} parts", summary.parts);
+    assert_eq!(summary.rows, EPISODES);
+    check_cases(&open(dir.path()), &latest, dir.path());
 }
 
 #[test]
