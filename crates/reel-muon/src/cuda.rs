@@ -772,21 +772,14 @@ impl ShardedCudaMuon {
             ));
         }
         let plan = ShardPlan::new(&specs, strategy, comm.topology(), muon.newton_schulz.steps);
-        let owned: Vec<bool> = (0..specs.len())
-            .map(|i| plan.owns(comm.rank(), i))
-            .collect();
-        let owned_by_member = plan.owned_by_member();
-        let counts = owned_by_member
-            .iter()
-            .map(|indices| indices.iter().map(|&i| specs[i].numel()).sum())
-            .collect();
-        let optimizer = CudaMuon::with_owned(device, specs, params, &owned, muon, adamw)?;
+        let layout = plan.layout(&specs, comm.rank());
+        let optimizer = CudaMuon::with_owned(device, specs, params, &layout.owned, muon, adamw)?;
         Ok(Self {
             optimizer,
             plan,
             comm,
-            owned_by_member,
-            counts,
+            owned_by_member: layout.by_member,
+            counts: layout.counts,
         })
     }
 
@@ -809,11 +802,9 @@ impl ShardedCudaMuon {
     /// new value.
     pub fn step<G: AsRef<[f32]>>(&mut self, grads: &[G]) -> Result<()> {
         self.optimizer.step(grads)?;
-        let Some(group) = self.plan.gather_group() else {
+        let Some((group, own)) = self.plan.gather_position(self.comm.rank()) else {
             return Ok(());
         };
-        let rank = self.comm.rank();
-        let own = rank - self.plan.topology().members(group, rank).start;
         let starts: Vec<usize> = self
             .counts
             .iter()
@@ -827,29 +818,15 @@ impl ShardedCudaMuon {
         let stream = self.optimizer.device.stream.clone();
         let mut gathered = cuda!("allocate", stream.alloc_zeros::<f32>(total.max(1)))?;
         let mine = starts[own]..starts[own] + self.counts[own];
-        self.optimizer.pack_params(
-            &self.owned_by_member[own],
-            &mut gathered.slice_mut(mine.clone()),
+        self.optimizer
+            .pack_params(&self.owned_by_member[own], &mut gathered.slice_mut(mine))?;
+        gather_in_place(
+            self.comm.comm(group),
+            &stream,
+            &mut gathered,
+            &self.counts,
+            own,
         )?;
-        let comm = self.comm.comm(group);
-        if self.counts.iter().all(|&c| c == self.counts[own]) {
-            let staged = cuda!("copy", stream.clone_dtod(&gathered.slice(mine)))?;
-            cuda!(
-                "ncclAllGather",
-                comm.all_gather(&staged, &mut gathered).map(drop)
-            )?;
-        } else {
-            // NCCL has no all-gather of uneven parts: one broadcast per member, rooted there.
-            for (member, (&start, &count)) in starts.iter().zip(&self.counts).enumerate() {
-                if count > 0 {
-                    let mut part = gathered.slice_mut(start..start + count);
-                    cuda!(
-                        "ncclBroadcast",
-                        comm.broadcast_in_place(&mut part, member as i32).map(drop)
-                    )?;
-                }
-            }
-        }
         for (member, indices) in self.owned_by_member.iter().enumerate() {
             if member != own && !indices.is_empty() {
                 let range = starts[member]..starts[member] + self.counts[member];
@@ -859,6 +836,37 @@ impl ShardedCudaMuon {
         }
         Ok(())
     }
+}
+
+/// All-gathers `buffer` over `comm`: member `m` contributes `counts[m]` elements at their offset,
+/// and this rank (member `own`) has already put its part in place.
+fn gather_in_place(
+    comm: &Comm,
+    stream: &Arc<CudaStream>,
+    buffer: &mut CudaSlice<f32>,
+    counts: &[usize],
+    own: usize,
+) -> Result<()> {
+    let offset: usize = counts[..own].iter().sum();
+    let mine = offset..offset + counts[own];
+    if counts.iter().all(|&c| c == counts[own]) {
+        let staged = cuda!("copy", stream.clone_dtod(&buffer.slice(mine)))?;
+        cuda!("ncclAllGather", comm.all_gather(&staged, buffer).map(drop))?;
+    } else {
+        // NCCL has no all-gather of uneven parts: one broadcast per member, rooted there.
+        let mut start = 0;
+        for (member, &count) in counts.iter().enumerate() {
+            if count > 0 {
+                let mut part = buffer.slice_mut(start..start + count);
+                cuda!(
+                    "ncclBroadcast",
+                    comm.broadcast_in_place(&mut part, member as i32).map(drop)
+                )?;
+            }
+            start += count;
+        }
+    }
+    Ok(())
 }
 
 /// NCCL collectives behind the [`Communicator`] trait. Host buffers are staged through the device;
@@ -1002,31 +1010,7 @@ impl Communicator for NcclCommunicator {
             let mut mine = device.slice_mut(offset..offset + send.len());
             cuda!("upload", self.stream.memcpy_htod(send, &mut mine))?;
         }
-        let comm = self.comm(group);
-        if counts.iter().all(|&c| c == counts[0]) {
-            let staged = cuda!(
-                "copy",
-                self.stream
-                    .clone_dtod(&device.slice(offset..offset + send.len()))
-            )?;
-            cuda!(
-                "ncclAllGather",
-                comm.all_gather(&staged, &mut device).map(drop)
-            )?;
-        } else {
-            // NCCL has no all-gather of uneven parts: one broadcast per member, rooted there.
-            let mut start = 0;
-            for (member, &count) in counts.iter().enumerate() {
-                if count > 0 {
-                    let mut part = device.slice_mut(start..start + count);
-                    cuda!(
-                        "ncclBroadcast",
-                        comm.broadcast_in_place(&mut part, member as i32).map(drop)
-                    )?;
-                }
-                start += count;
-            }
-        }
+        gather_in_place(self.comm(group), &self.stream, &mut device, counts, own)?;
         self.finish(device, recv)
     }
 

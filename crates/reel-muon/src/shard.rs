@@ -120,8 +120,29 @@ impl ShardPlan {
         self.member[index]
     }
 
+    /// The gather group and this rank's index within it, if results are gathered.
+    pub(crate) fn gather_position(&self, rank: usize) -> Option<(Group, usize)> {
+        let group = self.gather_group()?;
+        Some((group, rank - self.topology.members(group, rank).start))
+    }
+
+    /// Who holds what under this plan, seen from `rank`.
+    pub(crate) fn layout(&self, specs: &[ParamSpec], rank: usize) -> OwnerLayout {
+        let owned = (0..specs.len()).map(|i| self.owns(rank, i)).collect();
+        let by_member = self.owned_by_member();
+        let counts = by_member
+            .iter()
+            .map(|indices| indices.iter().map(|&i| specs[i].numel()).sum())
+            .collect();
+        OwnerLayout {
+            owned,
+            by_member,
+            counts,
+        }
+    }
+
     /// Parameter indices owned by each member of a gather group, in parameter order.
-    pub(crate) fn owned_by_member(&self) -> Vec<Vec<usize>> {
+    fn owned_by_member(&self) -> Vec<Vec<usize>> {
         let size = match self.strategy {
             Strategy::Single => 1,
             Strategy::Global => self.topology.world_size(),
@@ -133,6 +154,17 @@ impl ShardPlan {
         }
         owned
     }
+}
+
+/// A plan's ownership as one rank uses it.
+#[derive(Clone, Debug)]
+pub(crate) struct OwnerLayout {
+    /// Whether this rank updates each parameter.
+    pub owned: Vec<bool>,
+    /// Parameter indices owned by each member of the gather group, in parameter order.
+    pub by_member: Vec<Vec<usize>>,
+    /// Elements each member sends per step.
+    pub counts: Vec<usize>,
 }
 
 /// Muon on one rank of a sharded job.
@@ -174,21 +206,14 @@ impl<C: Communicator> ShardedMuon<C> {
                 comm.topology()
             )));
         }
-        let owned: Vec<bool> = (0..specs.len())
-            .map(|i| plan.owns(comm.rank(), i))
-            .collect();
-        let owned_by_member = plan.owned_by_member();
-        let counts = owned_by_member
-            .iter()
-            .map(|indices| indices.iter().map(|&i| specs[i].numel()).sum::<usize>())
-            .collect();
-        let optimizer = Muon::with_owned(specs, &owned, muon, adamw)?;
+        let layout = plan.layout(&specs, comm.rank());
+        let optimizer = Muon::with_owned(specs, &layout.owned, muon, adamw)?;
         Ok(Self {
             optimizer,
             plan,
             comm,
-            owned_by_member,
-            counts,
+            owned_by_member: layout.by_member,
+            counts: layout.counts,
         })
     }
 
@@ -223,11 +248,9 @@ impl<C: Communicator> ShardedMuon<C> {
         G: AsRef<[f32]> + Sync,
     {
         self.optimizer.step(params, grads)?;
-        let Some(group) = self.plan.gather_group() else {
+        let Some((group, own)) = self.plan.gather_position(self.comm.rank()) else {
             return Ok(());
         };
-        let rank = self.comm.rank();
-        let own = rank - self.plan.topology().members(group, rank).start;
         let mut send = Vec::with_capacity(self.counts[own]);
         for &i in &self.owned_by_member[own] {
             send.extend_from_slice(params[i].as_mut());
