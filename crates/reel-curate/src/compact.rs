@@ -13,7 +13,7 @@ use polars::prelude::*;
 use reel_io::Store;
 use serde::{Deserialize, Serialize};
 
-use crate::{CurateError, Warehouse, file_set_hash, latest_of};
+use crate::{CurateError, Warehouse, file_set_hash, latest_of, store_error};
 
 /// Where compactions live in a warehouse store.
 pub const COMPACTED_PREFIX: &str = "compacted/";
@@ -139,13 +139,6 @@ pub(crate) fn classify(
         .filter(|(k, _)| !covered.contains(k.as_str()))
         .map(|(k, _)| k.clone())
         .collect())
-}
-
-fn store_error(store: &Store, source: reel_io::Error) -> CurateError {
-    CurateError::Store {
-        uri: store.uri().to_string(),
-        source: Box::new(source),
-    }
 }
 
 /// Compacts `warehouse`: writes its `episodes` view as sorted Parquet parts and

@@ -93,11 +93,7 @@ impl Warehouse {
 
     /// Lists the warehouse's episode files in an already opened store.
     pub fn from_store(store: Store) -> Result<Self, CurateError> {
-        let uri = store.uri().to_string();
-        let err = |source| CurateError::Store {
-            uri: uri.clone(),
-            source: Box::new(source),
-        };
+        let err = |source| store_error(&store, source);
         let mut files = Vec::new();
         for key in store.list_recursive(EPISODES_PREFIX).map_err(err)? {
             if key.ends_with(".parquet") {
@@ -107,6 +103,7 @@ impl Warehouse {
         }
         files.sort();
         if files.is_empty() {
+            let uri = store.uri().to_string();
             return Err(CurateError::EmptyWarehouse { uri });
         }
         let (compaction, state) = match read_pointer(&store)? {
@@ -200,10 +197,10 @@ impl Warehouse {
             None => {
                 let mut buffers = Vec::with_capacity(keys.len());
                 for key in &keys {
-                    let bytes = self.store.read(key).map_err(|source| CurateError::Store {
-                        uri: self.store.uri().to_string(),
-                        source: Box::new(source),
-                    })?;
+                    let bytes = self
+                        .store
+                        .read(key)
+                        .map_err(|e| store_error(&self.store, e))?;
                     buffers.push(polars_buffer_from(bytes.to_vec()));
                 }
                 ScanSources::Buffers(buffers.into())
@@ -222,20 +219,25 @@ impl Warehouse {
             return Ok(compacted);
         }
         let newer = self.scan_log(delta.iter().map(String::as_str))?;
-        let oldest = newer
+        // Newer episodes, each with its id beside its integer key, and the
+        // oldest of their ingestions: one read of the newer files.
+        const NEWER_ID: &str = "__reel_newer_id";
+        let seen = newer
             .clone()
-            .select([col("ingested_at_ns").min()])
+            .select([
+                col("episode_key"),
+                col("episode_id").alias(NEWER_ID),
+                col("ingested_at_ns"),
+            ])
             .collect()
             .map_err(CurateError::Query)?;
-        let oldest = oldest
+        let oldest = seen
             .column("ingested_at_ns")
-            .and_then(|c| c.i64().map(|c| c.get(0)))
+            .and_then(|c| c.i64().map(|c| c.min()))
             .map_err(CurateError::Query)?;
-        // Newer episodes, each with its id beside its integer key.
-        const NEWER_ID: &str = "__reel_newer_id";
-        let replaced = newer
-            .clone()
-            .select([col("episode_key"), col("episode_id").alias(NEWER_ID)])
+        let replaced = seen
+            .lazy()
+            .select([col("episode_key"), col(NEWER_ID)])
             .unique(None, UniqueKeepStrategy::Any)
             .collect()
             .map_err(CurateError::Query)?;
@@ -293,6 +295,14 @@ pub(crate) fn latest_of(rows: LazyFrame) -> Result<LazyFrame, CurateError> {
         .over([col("episode_key"), col("episode_id")])
         .map_err(CurateError::Query)?;
     Ok(rows.filter(col("ingested_at_ns").eq(latest)))
+}
+
+/// A store failure, naming the warehouse.
+pub(crate) fn store_error(store: &Store, source: reel_io::Error) -> CurateError {
+    CurateError::Store {
+        uri: store.uri().to_string(),
+        source: Box::new(source),
+    }
 }
 
 /// FNV-1a over object names and sizes: stable across runs and platforms.
