@@ -122,13 +122,9 @@ fn python_mcap_reads_every_file_of_both_flavours() {
     assert!(stdout.contains("checked 5 episodes"), "{stdout}");
 }
 
-#[test]
-fn same_seed_same_bytes_from_the_cli() {
-    let (a, b) = (
-        tempfile::tempdir().expect("tempdir"),
-        tempfile::tempdir().expect("tempdir"),
-    );
-    let args = [
+/// Two 2-second episodes with faults, from `seed`.
+fn small_run(seed: &str) -> [&str; 8] {
+    [
         "--episodes",
         "2",
         "--seconds",
@@ -136,8 +132,17 @@ fn same_seed_same_bytes_from_the_cli() {
         "--fault-rate",
         "10",
         "--seed",
-        "9",
-    ];
+        seed,
+    ]
+}
+
+#[test]
+fn same_seed_same_bytes_from_the_cli() {
+    let (a, b) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let args = small_run("9");
     synth(a.path(), &args);
     synth(b.path(), &args);
     assert_same_files(a.path(), b.path());
@@ -148,16 +153,7 @@ fn writes_to_s3_the_same_bytes_as_to_a_folder() {
     let Some(server) = reel_io::test_support::S3Server::start("robots").expect("s3s-fs") else {
         return;
     };
-    let args = [
-        "--episodes",
-        "2",
-        "--seconds",
-        "2",
-        "--fault-rate",
-        "10",
-        "--seed",
-        "4",
-    ];
+    let args = small_run("4");
     let local = tempfile::tempdir().expect("tempdir");
     let local_lines = synth(local.path(), &args);
     let uri = format!(

@@ -38,6 +38,12 @@ fn write(path: &Path, rows: &[(String, String, i64, i64)], batch_rows: usize) ->
     let mut writer = ManifestWriter::create(path, &meta)
         .expect("creates")
         .with_batch_rows(batch_rows);
+    push_rows(&mut writer, rows);
+    writer.finish().expect("finishes").1
+}
+
+/// Pushes `rows` one by one; row `i` is `bytes` 1000 + i.
+fn push_rows(writer: &mut ManifestWriter, rows: &[(String, String, i64, i64)]) {
     for (i, (id, uri, start, end)) in rows.iter().enumerate() {
         writer
             .push(&ManifestRow {
@@ -52,7 +58,6 @@ fn write(path: &Path, rows: &[(String, String, i64, i64)], batch_rows: usize) ->
             })
             .expect("pushes");
     }
-    writer.finish().expect("finishes").1
 }
 
 /// The mapping every sample must follow, computed independently.
@@ -257,20 +262,7 @@ fn write_columns(path: &Path, rows: &[(String, String, i64, i64)], batch_rows: u
         .expect("creates")
         .with_batch_rows(batch_rows);
     let (first, rest) = rows.split_at(rows.len().min(3));
-    for (i, (id, uri, start, end)) in first.iter().enumerate() {
-        writer
-            .push(&ManifestRow {
-                episode_id: id,
-                uri,
-                start_ns: *start,
-                end_ns: *end,
-                bytes: 1000 + i as u64,
-                camera_frames: 90,
-                state_steps: 600,
-                action_steps: 150,
-            })
-            .expect("pushes");
-    }
+    push_rows(&mut writer, first);
     let n = rest.len();
     let starts: Vec<i64> = rest.iter().map(|r| r.2).collect();
     let ends: Vec<i64> = rest.iter().map(|r| r.3).collect();
