@@ -3,7 +3,9 @@
 #
 #   crates/reel-mcap/fuzz/run.sh [SECONDS]     # default 300
 #
-# Needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`). The corpus is
+# Needs cargo-fuzz (`cargo install cargo-fuzz`) and a nightly toolchain; where only a
+# stable one exists, its nightly features are unlocked with RUSTC_BOOTSTRAP=1 (the ASan
+# runtime ships with stable's standard library on x86_64 Linux). The corpus is
 # seeded with small canonical episodes packed from reel-synth landing logs. Crashes land
 # in crates/reel-mcap/fuzz/artifacts/; the summary line is appended to fuzz/RESULTS.md.
 set -euo pipefail
@@ -20,10 +22,16 @@ if [ -z "$(ls -A "$corpus")" ]; then
   rm -rf "$tmp"
 fi
 cd "$here"
+if cargo +nightly --version >/dev/null 2>&1; then
+  fuzz=(cargo +nightly fuzz)
+else
+  export RUSTC_BOOTSTRAP=1
+  fuzz=(cargo fuzz)
+fi
 log="$(mktemp)"
 status=0
-cargo +nightly fuzz run episode_reader "$corpus" -- -max_total_time="$budget" -rss_limit_mb=4096 \
+"${fuzz[@]}" run -O episode_reader "$corpus" -- -max_total_time="$budget" -rss_limit_mb=4096 \
   -max_len=262144 2>&1 | tee "$log" || status=$?
 summary="$(grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs)' "$log" | tail -1 || true)"
-echo "$(date -u +%Y-%m-%dT%H:%MZ) budget=${budget}s exit=$status ${summary}" >> "$here/RESULTS.md"
+echo "- $(date -u +%Y-%m-%dT%H:%MZ) \`./run.sh $budget\` ($("${fuzz[@]}" --version), $(rustc --version)): exit=$status ${summary}" >> "$here/RESULTS.md"
 exit "$status"
