@@ -14,15 +14,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A benchmark fails loudly.
 
 use std::io::Write as _;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use reel_cache::{BlockCache, CacheConfig, WarmItem, WarmOptions};
-use reel_io::test_support::S3Server;
+use reel_io::test_support::{CloudProxy, S3Server};
 use reel_io::{ByteSource, FileSource, Store};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 const MIB: u64 = 1 << 20;
 
@@ -93,65 +90,6 @@ fn sequential_rate(source: &dyn ByteSource, request: u64, offset: u64, passes: u
         best = best.max(bytes as f64 / start.elapsed().as_secs_f64());
     }
     best
-}
-
-/// A loopback proxy in front of `upstream` that delays each request by `latency` and
-/// caps each connection's download at `bytes_per_s`: one connection to a cloud store.
-fn start_cloud_proxy(
-    runtime: &tokio::runtime::Runtime,
-    upstream: u16,
-    bytes_per_s: f64,
-    latency: Duration,
-) -> u16 {
-    let listener = runtime
-        .block_on(TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    runtime.spawn(async move {
-        loop {
-            let Ok((client, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, upstream));
-                let Ok(server) = TcpStream::connect(upstream).await else {
-                    return;
-                };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                let (mut client_rx, mut client_tx) = client.into_split();
-                let (mut server_rx, mut server_tx) = server.into_split();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 << 10];
-                    while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
-                        tokio::time::sleep(latency).await;
-                        if server_tx.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                    let _ = server_tx.shutdown().await;
-                });
-                let mut buf = vec![0u8; 64 << 10];
-                let mut next = tokio::time::Instant::now();
-                while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
-                    if client_tx.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                    // A token bucket without burst credit (idle time is not saved up).
-                    // Tokio's timer ticks in milliseconds, so sleep only once a few
-                    // milliseconds of debt have built up, or short sleeps would round up
-                    // and undercut the rate.
-                    let now = tokio::time::Instant::now();
-                    next = next.max(now) + Duration::from_secs_f64(n as f64 / bytes_per_s);
-                    if next > now + Duration::from_millis(4) {
-                        tokio::time::sleep_until(next).await;
-                    }
-                }
-                let _ = client_tx.shutdown().await;
-            });
-        }
-    });
-    port
 }
 
 fn mb_s(rate: f64) -> String {
@@ -245,15 +183,9 @@ fn beside_emulated_remote(s: &Settings, work: &Path) {
     let server = S3Server::start("bucket")
         .unwrap()
         .expect("s3s-fs is needed for this benchmark");
-    let proxy_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let proxy = start_cloud_proxy(&proxy_runtime, server.port(), s.bytes_per_s, s.latency);
+    let proxy = CloudProxy::start(server.port(), s.bytes_per_s, s.latency).unwrap();
     let fast = server.store("bucket", "").unwrap();
-    let cloud_uri = format!("s3://bucket/?endpoint=http://127.0.0.1:{proxy}&region=us-east-1");
-    let cloud = Store::open_with(&cloud_uri, &server.options()).unwrap();
+    let cloud = server.store_through(&proxy, "bucket", "").unwrap();
 
     if s.parts.contains(&2) {
         remote_beside_cache(&fast, &cloud, work);

@@ -208,6 +208,9 @@ pub struct ReadStats {
     pub reads: u64,
     /// Total bytes returned.
     pub bytes: u64,
+    /// Time spent waiting inside the inner source's reads, in nanoseconds: what the
+    /// store costs, apart from the caller's own work on the bytes.
+    pub wait_ns: u64,
 }
 
 impl std::ops::Sub for ReadStats {
@@ -216,11 +219,12 @@ impl std::ops::Sub for ReadStats {
         ReadStats {
             reads: self.reads - rhs.reads,
             bytes: self.bytes - rhs.bytes,
+            wait_ns: self.wait_ns - rhs.wait_ns,
         }
     }
 }
 
-/// Counts the ranged reads and bytes that go through an inner source.
+/// Counts the ranged reads, bytes and waiting time that go through an inner source.
 ///
 /// `len` calls are not counted: every source here knows its length without a request
 /// once opened.
@@ -229,6 +233,7 @@ pub struct CountingSource<S> {
     inner: S,
     reads: AtomicU64,
     bytes: AtomicU64,
+    wait_ns: AtomicU64,
 }
 
 impl<S: ByteSource> CountingSource<S> {
@@ -238,6 +243,7 @@ impl<S: ByteSource> CountingSource<S> {
             inner,
             reads: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            wait_ns: AtomicU64::new(0),
         }
     }
 
@@ -246,6 +252,7 @@ impl<S: ByteSource> CountingSource<S> {
         ReadStats {
             reads: self.reads.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            wait_ns: self.wait_ns.load(Ordering::Relaxed),
         }
     }
 
@@ -253,6 +260,7 @@ impl<S: ByteSource> CountingSource<S> {
     pub fn reset(&self) {
         self.reads.store(0, Ordering::Relaxed);
         self.bytes.store(0, Ordering::Relaxed);
+        self.wait_ns.store(0, Ordering::Relaxed);
     }
 
     /// The wrapped source.
@@ -267,7 +275,10 @@ impl<S: ByteSource> ByteSource for CountingSource<S> {
     }
 
     fn read_range(&self, range: Range<u64>) -> Result<Bytes> {
+        let started = std::time::Instant::now();
         let bytes = self.inner.read_range(range)?;
+        let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.wait_ns.fetch_add(waited, Ordering::Relaxed);
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         Ok(bytes)

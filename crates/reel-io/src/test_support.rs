@@ -1,9 +1,12 @@
-//! A local S3-compatible server for tests of S3 paths (feature `test-support`).
+//! A local S3-compatible server for tests and benchmarks of S3 paths (feature
+//! `test-support`), and a proxy that makes it behave like a distant one.
 //!
-//! Starts `s3s-fs` on 127.0.0.1 with a free port, serving a temporary folder. The binary is
-//! looked up in `$REEL_S3S_FS`, then `$HOME/.cache/reel/tools/bin/s3s-fs`, then `PATH`.
+//! [`S3Server`] starts `s3s-fs` on 127.0.0.1 with a free port, serving a temporary folder.
+//! The binary is looked up in `$REEL_S3S_FS`, then `$HOME/.cache/reel/tools/bin/s3s-fs`,
+//! then `PATH`. [`CloudProxy`] sits in front of it with a per-request latency and a
+//! per-connection bandwidth cap.
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -108,6 +111,15 @@ impl S3Server {
         Store::open_with(&self.uri(bucket, prefix), &self.options())
     }
 
+    /// Opens `prefix` in `bucket` as a store reached through `proxy`.
+    pub fn store_through(&self, proxy: &CloudProxy, bucket: &str, prefix: &str) -> Result<Store> {
+        let uri = format!(
+            "s3://{bucket}/{prefix}?endpoint=http://127.0.0.1:{}&region=us-east-1",
+            proxy.port
+        );
+        Store::open_with(&uri, &self.options())
+    }
+
     /// The local folder served (bucket folders inside).
     pub fn root(&self) -> &Path {
         self.root.path()
@@ -119,4 +131,92 @@ impl Drop for S3Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A loopback TCP proxy in front of a local server that delays each request by a fixed
+/// latency and caps each connection's download rate: one connection to a cloud store,
+/// emulated. (opendal's throttle layer limits writes only, so it cannot model a slow read
+/// path.) Stops when dropped.
+#[derive(Debug)]
+pub struct CloudProxy {
+    // Runs the proxy's tasks; dropping it stops them.
+    _runtime: tokio::runtime::Runtime,
+    port: u16,
+}
+
+impl CloudProxy {
+    /// Proxies 127.0.0.1:`upstream` on a free port, adding `latency` before each request
+    /// reaches the server and capping each connection at `bytes_per_s`.
+    pub fn start(upstream: u16, bytes_per_s: f64, latency: Duration) -> Result<Self> {
+        let io_err = |source| Error::Io {
+            name: format!("proxy to 127.0.0.1:{upstream}"),
+            source,
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(io_err)?;
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+            .map_err(io_err)?;
+        let port = listener.local_addr().map_err(io_err)?.port();
+        runtime.spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(proxy_connection(client, upstream, bytes_per_s, latency));
+            }
+        });
+        Ok(Self {
+            _runtime: runtime,
+            port,
+        })
+    }
+
+    /// The port the proxy listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+async fn proxy_connection(
+    client: tokio::net::TcpStream,
+    upstream: u16,
+    bytes_per_s: f64,
+    latency: Duration,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, upstream));
+    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (mut client_rx, mut client_tx) = client.into_split();
+    let (mut server_rx, mut server_tx) = server.into_split();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
+            tokio::time::sleep(latency).await;
+            if server_tx.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = server_tx.shutdown().await;
+    });
+    let mut buf = vec![0u8; 64 << 10];
+    let mut next = tokio::time::Instant::now();
+    while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
+        if client_tx.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        // A token bucket without burst credit (idle time is not saved up). Tokio's timer
+        // ticks in milliseconds, so sleep only once a few milliseconds of debt have built
+        // up, or short sleeps would round up and undercut the rate.
+        let now = tokio::time::Instant::now();
+        next = next.max(now) + Duration::from_secs_f64(n as f64 / bytes_per_s);
+        if next > now + Duration::from_millis(4) {
+            tokio::time::sleep_until(next).await;
+        }
+    }
+    let _ = client_tx.shutdown().await;
 }

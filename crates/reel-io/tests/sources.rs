@@ -56,6 +56,7 @@ fn counting_source_counts_reads_and_bytes() {
     let _ = source.read_range(999..2000);
     assert_eq!(source.stats().reads, 2);
     assert_eq!(source.stats().bytes, 310);
+    assert!(source.stats().wait_ns > 0, "time inside reads is counted");
     source.reset();
     assert_eq!(source.stats(), Default::default());
 }
