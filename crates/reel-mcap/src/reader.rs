@@ -521,11 +521,12 @@ impl<S: ByteSource> EpisodeReader<S> {
             .collect();
         let mut out = Vec::new();
         for run in coalesce(&chunks) {
-            for (id, message) in self.read_run(summary, &run)? {
-                if ids.contains(&id) && window.contains(&message.log_time) {
-                    out.push(message);
-                }
-            }
+            let keep = |id, log_time| ids.contains(&id) && window.contains(&log_time);
+            out.extend(
+                self.read_run(summary, &run, keep)?
+                    .into_iter()
+                    .map(|(_, m)| m),
+            );
         }
         out.sort_by_key(|m| m.log_time);
         Ok(out)
@@ -556,13 +557,20 @@ impl<S: ByteSource> EpisodeReader<S> {
     /// The messages of one chunk (one ranged read), with their channel ids.
     pub(crate) fn chunk_messages(&self, chunk: &ChunkIndex) -> Result<Vec<(u16, RawMessage)>> {
         match &self.index {
-            Index::Summary(summary) => self.read_run(summary, &[chunk]),
+            Index::Summary(summary) => self.read_run(summary, &[chunk], |_, _| true),
             Index::Scanned { .. } => Ok(Vec::new()),
         }
     }
 
-    /// Reads one run of adjacent chunks with a single ranged read and returns their messages.
-    fn read_run(&self, summary: &Summary, run: &[&ChunkIndex]) -> Result<Vec<(u16, RawMessage)>> {
+    /// Reads one run of adjacent chunks with a single ranged read and returns the messages
+    /// `keep` accepts (by channel id and log time); the others are never copied out of the
+    /// decompressed chunk.
+    fn read_run(
+        &self,
+        summary: &Summary,
+        run: &[&ChunkIndex],
+        keep: impl Fn(u16, u64) -> bool,
+    ) -> Result<Vec<(u16, RawMessage)>> {
         let (Some(first), Some(last)) = (run.first(), run.last()) else {
             return Ok(Vec::new());
         };
@@ -606,14 +614,20 @@ impl<S: ByteSource> EpisodeReader<S> {
                     if let Record::Message { header, data } =
                         mcap::parse_record(opcode, data).map_err(mcap_err)?
                     {
-                        let topic = summary
-                            .channels
-                            .get(&header.channel_id)
-                            .map(|c| Arc::<str>::from(c.topic.as_str()))
-                            .ok_or_else(|| Error::Corrupt {
-                                name: self.name.clone(),
-                                reason: format!("message on unknown channel {}", header.channel_id),
+                        let channel =
+                            summary.channels.get(&header.channel_id).ok_or_else(|| {
+                                Error::Corrupt {
+                                    name: self.name.clone(),
+                                    reason: format!(
+                                        "message on unknown channel {}",
+                                        header.channel_id
+                                    ),
+                                }
                             })?;
+                        if !keep(header.channel_id, header.log_time) {
+                            continue;
+                        }
+                        let topic = Arc::<str>::from(channel.topic.as_str());
                         out.push((
                             header.channel_id,
                             RawMessage {
@@ -737,10 +751,8 @@ impl<S: ByteSource> EpisodeReader<S> {
                 wanted.sort_by_key(|c| c.chunk_start_offset);
                 wanted.dedup_by_key(|c| c.chunk_start_offset);
                 for run in coalesce(&wanted) {
-                    for (id, m) in self.read_run(summary, &run)? {
-                        if ids.contains(&id) {
-                            frames.entry(id).or_default().insert(m.log_time, m.data);
-                        }
+                    for (id, m) in self.read_run(summary, &run, |id, _| ids.contains(&id))? {
+                        frames.entry(id).or_default().insert(m.log_time, m.data);
                     }
                     fetched.extend(run.iter().map(|c| c.chunk_start_offset));
                 }
