@@ -2,24 +2,27 @@
 //!
 //! ```text
 //! cargo bench -p reel-mcap --bench container -- [--episodes N] [--seconds S] [--samples K]
-//!     [--only layouts|storage|gop]
+//!     [--cameras C] [--size WxH] [--mb-per-s B] [--latency-ms L] [--only layouts|storage|gop]
 //! ```
 //!
 //! 1. Reads per training sample (2 frames of 3 cameras + 1 s of state + a 50-step action
 //!    chunk) for three layouts of the same content: topic groups, the default interleaved
 //!    1 MiB chunks, one topic per chunk.
-//! 2. Read + decode time per sample, same reader, same files.
+//! 2. Read + decode time per sample, same reader, same files, read from a local file
+//!    (page cache) and from an S3 server behind an emulated WAN link (s3s-fs on loopback
+//!    behind a proxy with a per-request latency and a per-connection bandwidth cap).
 //! 3. Storage against per-frame JPEG at equal PSNR (rate–distortion match).
 //! 4. Decode cost of one random frame against GOP length.
 
 #![allow(clippy::unwrap_used)] // A benchmark fails loudly.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use reel_io::{CountingSource, FileSource};
+use reel_io::test_support::{CloudProxy, S3Server};
+use reel_io::{ByteSource, CountingSource, FileSource, Store};
 use reel_mcap::{EpisodeReader, Layout, PackConfig, WriteConfig, prepare_episode, write_episode};
 use reel_synth::scene::SceneRenderer;
-use reel_synth::{SynthConfig, generate_episode};
+use reel_synth::{CAMERA_NAMES, SynthConfig, camera_topic, generate_episode};
 use reel_video::quality::{mse, psnr_of_mse, ssim};
 use reel_video::{
     ChromaFormat, EncoderConfig, H264Decoder, H264Encoder, ImageDecoder, ImageFormat, RgbImage,
@@ -29,6 +32,13 @@ struct Args {
     episodes: u64,
     seconds: f64,
     samples: usize,
+    cameras: usize,
+    width: u32,
+    height: u32,
+    /// Emulated object store for benchmarks 1 + 2: bandwidth per connection and latency
+    /// per request.
+    mb_per_s: f64,
+    latency_ms: f64,
     only: Option<String>,
 }
 
@@ -37,14 +47,29 @@ fn args() -> Args {
         episodes: 3,
         seconds: 20.0,
         samples: 200,
+        cameras: 6,
+        width: 320,
+        height: 240,
+        mb_per_s: 200.0,
+        latency_ms: 10.0,
         only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap();
         match flag.as_str() {
-            "--episodes" => a.episodes = it.next().unwrap().parse().unwrap(),
-            "--seconds" => a.seconds = it.next().unwrap().parse().unwrap(),
-            "--samples" => a.samples = it.next().unwrap().parse().unwrap(),
+            "--episodes" => a.episodes = value().parse().unwrap(),
+            "--seconds" => a.seconds = value().parse().unwrap(),
+            "--samples" => a.samples = value().parse().unwrap(),
+            "--cameras" => a.cameras = value().parse().unwrap(),
+            "--size" => {
+                let v = value();
+                let (w, h) = v.split_once('x').expect("--size WxH");
+                a.width = w.parse().unwrap();
+                a.height = h.parse().unwrap();
+            }
+            "--mb-per-s" => a.mb_per_s = value().parse().unwrap(),
+            "--latency-ms" => a.latency_ms = value().parse().unwrap(),
             "--only" => a.only = it.next(),
             _ => {} // cargo bench passes --bench
         }
@@ -72,17 +97,101 @@ struct Tally {
     reads: u64,
     chunks: u64,
     bytes: u64,
+    wait_ns: u64,
+    decoded: u64,
     seconds: f64,
     samples: u64,
+}
+
+impl Tally {
+    fn per_sample(&self, x: f64) -> f64 {
+        x / self.samples as f64
+    }
+}
+
+type Reader = EpisodeReader<CountingSource<Box<dyn ByteSource>>>;
+
+/// Where the episodes are read from: the same files through two kinds of source.
+struct Medium {
+    name: String,
+    /// Readers by layout, then by episode.
+    readers: Vec<Vec<Reader>>,
+}
+
+/// One training sample read through `reader` at the episode fraction `u`: frames at
+/// t − 0.5 s and t from 3 cameras, 1 s of joint states and hand poses before t and the
+/// 50-step action chunk after it.
+fn read_sample(reader: &Reader, u: f64, cameras: &[String], decoder: &mut H264Decoder) -> Tally {
+    let proprio = [
+        "/joint_states",
+        "/hand/left/pose",
+        "/hand/right/pose",
+        "/action",
+    ];
+    let stats = reader.summary().unwrap().stats.clone().unwrap();
+    let span = stats.message_end_time - stats.message_start_time - 3 * SEC;
+    let t = stats.message_start_time + 3 * SEC / 2 + (u * span as f64) as u64;
+    reader.source().reset();
+    let chunks_before = reader.chunks_read();
+    let decoded_before = reader.frames_decoded();
+    let started = Instant::now();
+    let times = [t - SEC / 2, t];
+    let requests: Vec<(&str, &[u64])> = cameras.iter().map(|c| (c.as_str(), &times[..])).collect();
+    let frames = reader.frames(&requests, decoder, None).unwrap();
+    let signals = reader.signals(&proprio, t - SEC..t + SEC).unwrap();
+    let seconds = started.elapsed().as_secs_f64();
+    let actions_after = signals[3]
+        .log_times
+        .iter()
+        .filter(|&&x| x >= t)
+        .take(50)
+        .count();
+    assert!(frames.iter().all(|f| f.len() == 2) && actions_after >= 45);
+    let read = reader.source().stats();
+    Tally {
+        reads: read.reads,
+        chunks: reader.chunks_read() - chunks_before,
+        bytes: read.bytes,
+        wait_ns: read.wait_ns,
+        decoded: reader.frames_decoded() - decoded_before,
+        seconds,
+        samples: 1,
+    }
+}
+
+/// What one connection to `store` delivers, measured: the time of a 1-byte read (the
+/// per-request cost) and the rate of an 8 MB read (best of 3 each).
+fn measure_link(store: &Store) -> String {
+    let len = 8_000_000u64;
+    store
+        .write_atomic("link-probe", vec![7u8; len as usize])
+        .unwrap();
+    let source = store.source("link-probe");
+    let best = |range: std::ops::Range<u64>| {
+        (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                source.read_range(range.clone()).unwrap();
+                started.elapsed().as_secs_f64()
+            })
+            .fold(f64::MAX, f64::min)
+    };
+    let request = best(0..1);
+    let large = best(0..len);
+    format!(
+        "{:.1} ms per 1-byte read, {:.0} MB/s on an 8 MB read",
+        request * 1e3,
+        len as f64 / (large - request) / 1e6
+    )
 }
 
 fn layouts(args: &Args) {
     let dir = tempfile::tempdir().unwrap();
     let synth = SynthConfig {
         seconds: args.seconds,
-        cameras: 6,
-        width: 320,
-        height: 240,
+        cameras: args.cameras,
+        width: args.width,
+        height: args.height,
         ..SynthConfig::default()
     };
     let layouts = [
@@ -95,8 +204,20 @@ fn layouts(args: &Args) {
         ),
         ("one topic per chunk", Layout::TopicPerChunk),
     ];
-    let mut paths: Vec<Vec<std::path::PathBuf>> = vec![Vec::new(); layouts.len()];
+    // The same files on local disk and in an S3 server behind an emulated WAN link.
+    let server = S3Server::start("episodes")
+        .unwrap()
+        .expect("s3s-fs is needed for this benchmark (scripts/setup.sh installs it)");
+    let proxy = CloudProxy::start(
+        server.port(),
+        args.mb_per_s * 1e6,
+        Duration::from_secs_f64(args.latency_ms / 1e3),
+    )
+    .unwrap();
+    let remote = server.store_through(&proxy, "episodes", "").unwrap();
+    let mut names: Vec<Vec<String>> = vec![Vec::new(); layouts.len()];
     let mut sizes = vec![0u64; layouts.len()];
+    let mut bytes_per_s = 0.0;
     for index in 0..args.episodes {
         let landing = generate_episode(&synth, index).unwrap();
         let (episode, write_config, _) =
@@ -110,109 +231,125 @@ fn layouts(args: &Args) {
                 },
             )
             .unwrap();
-            let path = dir.path().join(format!("ep{index}-{i}.mcap"));
+            let name = format!("ep{index}-{i}.mcap");
             sizes[i] += bytes.len() as u64;
-            std::fs::write(&path, bytes).unwrap();
-            paths[i].push(path);
+            if i == 0 {
+                bytes_per_s += bytes.len() as f64 / args.seconds / args.episodes as f64;
+            }
+            std::fs::write(dir.path().join(&name), &bytes).unwrap();
+            remote.write_atomic(&name, bytes).unwrap();
+            names[i].push(name);
         }
     }
-    let cameras = [
-        "/camera/high/image_raw/compressed",
-        "/camera/left_wrist/image_raw/compressed",
-        "/camera/right_wrist/image_raw/compressed",
-    ];
-    let proprio = [
-        "/joint_states",
-        "/hand/left/pose",
-        "/hand/right/pose",
-        "/action",
-    ];
+    let link = measure_link(&remote);
+    let cameras: Vec<String> = CAMERA_NAMES[..3].iter().map(|c| camera_topic(c)).collect();
     let mut decoder = H264Decoder::new().unwrap();
-    let mut tallies = vec![Tally::default(); layouts.len()];
-    // Same sample times for every layout: (episode, t).
+    // Same sample times for every layout: (episode, fraction of the episode).
     let mut rng = Rng(0x5eed);
-    let mut plan = Vec::new();
-    for _ in 0..args.samples {
-        let episode = (rng.next() % args.episodes) as usize;
-        plan.push((episode, rng.unit()));
-    }
-    // Warm the page cache for every file, so time measures the reader, not the disk.
-    for p in paths.iter().flatten() {
-        let _ = std::fs::read(p).unwrap();
-    }
-    let readers: Vec<Vec<EpisodeReader<CountingSource<FileSource>>>> = paths
-        .iter()
-        .map(|ps| {
-            ps.iter()
-                .map(|p| {
-                    EpisodeReader::open(CountingSource::new(FileSource::open(p).unwrap())).unwrap()
-                })
-                .collect()
-        })
+    let plan: Vec<(usize, f64)> = (0..args.samples)
+        .map(|_| ((rng.next() % args.episodes) as usize, rng.unit()))
         .collect();
-    // Layouts take turns sample by sample, so load on the machine hits them alike.
-    for &(episode, u) in &plan {
-        for (i, layout_readers) in readers.iter().enumerate() {
-            let reader = &layout_readers[episode];
-            let stats = reader.summary().unwrap().stats.clone().unwrap();
-            let span = stats.message_end_time - stats.message_start_time - 3 * SEC;
-            let t = stats.message_start_time + 3 * SEC / 2 + (u * span as f64) as u64;
-            reader.source().reset();
-            let chunks_before = reader.chunks_read();
-            let started = Instant::now();
-            // 2 frames (t − 0.5 s and t) of 3 cameras.
-            let times = [t - SEC / 2, t];
-            let requests: Vec<(&str, &[u64])> = cameras.iter().map(|c| (*c, &times[..])).collect();
-            let frames = reader.frames(&requests, &mut decoder, None).unwrap();
-            // 1 s of state before t and the 50-step (1 s at 50 Hz) action chunk after it.
-            let signals = reader.signals(&proprio, t - SEC..t + SEC).unwrap();
-            let seconds = started.elapsed().as_secs_f64();
-            let actions_after = signals[3]
-                .log_times
+    // Warm the page cache for every file, so local time measures the reader, not the disk.
+    for name in names.iter().flatten() {
+        let _ = std::fs::read(dir.path().join(name)).unwrap();
+    }
+    let open = |source: Box<dyn ByteSource>| EpisodeReader::open(CountingSource::new(source));
+    let media = [
+        Medium {
+            name: "local file, page cache".into(),
+            readers: names
                 .iter()
-                .filter(|&&x| x >= t)
-                .take(50)
-                .count();
-            assert!(frames.iter().all(|f| f.len() == 2) && actions_after >= 45);
-            let s = reader.source().stats();
-            let tally = &mut tallies[i];
-            tally.reads += s.reads;
-            tally.bytes += s.bytes;
-            tally.chunks += reader.chunks_read() - chunks_before;
-            tally.seconds += seconds;
+                .map(|ns| {
+                    ns.iter()
+                        .map(|n| open(Box::new(FileSource::open(dir.path().join(n)).unwrap())))
+                        .collect::<Result<_, _>>()
+                        .unwrap()
+                })
+                .collect(),
+        },
+        Medium {
+            name: format!(
+                "object store: s3s-fs on loopback behind a proxy set to {} ms per request and \
+                 {:.0} MB/s per connection; measured {link}",
+                args.latency_ms, args.mb_per_s
+            ),
+            readers: names
+                .iter()
+                .map(|ns| {
+                    ns.iter()
+                        .map(|n| open(Box::new(remote.source(n))))
+                        .collect::<Result<_, _>>()
+                        .unwrap()
+                })
+                .collect(),
+        },
+    ];
+    let mut tallies = vec![vec![Tally::default(); layouts.len()]; media.len()];
+    // Layouts and media take turns sample by sample, so load on the machine hits them
+    // alike, and the one going first changes from sample to sample (whoever goes first
+    // pays for fresh frame buffers).
+    let turns: Vec<(usize, usize)> = (0..media.len())
+        .flat_map(|m| (0..layouts.len()).map(move |i| (m, i)))
+        .collect();
+    for (k, &(episode, u)) in plan.iter().enumerate() {
+        for j in 0..turns.len() {
+            let (m, i) = turns[(k + j) % turns.len()];
+            let one = read_sample(&media[m].readers[i][episode], u, &cameras, &mut decoder);
+            let tally = &mut tallies[m][i];
+            tally.reads += one.reads;
+            tally.chunks += one.chunks;
+            tally.bytes += one.bytes;
+            tally.wait_ns += one.wait_ns;
+            tally.decoded += one.decoded;
+            tally.seconds += one.seconds;
             tally.samples += 1;
         }
     }
     println!(
-        "\n## Container 1+2: reads per sample and read+decode time ({} episodes × {} s, 6 cameras 320×240 H.264 CRF 23 GOP 30, {} samples)",
-        args.episodes, args.seconds, args.samples
+        "\n## Container 1+2: reads per sample and read + decode time ({} episodes × {} s, \
+         {} cameras {}×{} H.264 CRF 23 GOP 30 ({:.2} MB/s of episode in the topic-group file), \
+         {} samples)",
+        args.episodes,
+        args.seconds,
+        args.cameras,
+        args.width,
+        args.height,
+        bytes_per_s / 1e6,
+        args.samples
     );
-    println!(
-        "| layout | file MB | ranged reads / sample | chunks / sample | KB read / sample | ms / sample (read + decode) |"
-    );
-    println!("|---|---|---|---|---|---|");
-    for (i, (name, _)) in layouts.iter().enumerate() {
-        let t = tallies[i];
-        let n = t.samples as f64;
+    for (m, medium) in media.iter().enumerate() {
+        println!("\n### {}", medium.name);
         println!(
-            "| {name} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} |",
-            sizes[i] as f64 / 1e6 / args.episodes as f64,
-            t.reads as f64 / n,
-            t.chunks as f64 / n,
-            t.bytes as f64 / n / 1e3,
-            t.seconds * 1e3 / n
+            "| layout | file MB | ranged reads / sample | chunks / sample | KB read / sample \
+             | ms waiting on reads / sample | frames decoded / sample | ms / sample (read + decode) |"
         );
-    }
-    let ours = tallies[0];
-    for (i, (name, _)) in layouts.iter().enumerate().skip(1) {
-        let t = tallies[i];
-        println!(
-            "ratio {name} / topic groups: reads {:.2}×, chunks {:.2}×, bytes {:.2}×, time {:.2}×",
-            t.reads as f64 / ours.reads as f64,
-            t.chunks as f64 / ours.chunks as f64,
-            t.bytes as f64 / ours.bytes as f64,
-            t.seconds / ours.seconds
-        );
+        println!("|---|---|---|---|---|---|---|---|");
+        for (i, (name, _)) in layouts.iter().enumerate() {
+            let t = tallies[m][i];
+            println!(
+                "| {name} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.2} |",
+                sizes[i] as f64 / 1e6 / args.episodes as f64,
+                t.per_sample(t.reads as f64),
+                t.per_sample(t.chunks as f64),
+                t.per_sample(t.bytes as f64) / 1e3,
+                t.per_sample(t.wait_ns as f64) / 1e6,
+                t.per_sample(t.decoded as f64),
+                t.per_sample(t.seconds) * 1e3
+            );
+        }
+        let ours = tallies[m][0];
+        for (i, (name, _)) in layouts.iter().enumerate().skip(1) {
+            let t = tallies[m][i];
+            println!(
+                "ratio {name} / topic groups: reads {:.2}×, chunks {:.2}×, bytes {:.2}×, \
+                 waiting {:.2}×, read + decode {:.2}×",
+                t.reads as f64 / ours.reads as f64,
+                t.chunks as f64 / ours.chunks as f64,
+                t.bytes as f64 / ours.bytes as f64,
+                t.wait_ns as f64 / ours.wait_ns as f64,
+                t.seconds / ours.seconds
+            );
+        }
     }
 }
 
