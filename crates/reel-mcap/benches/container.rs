@@ -103,6 +103,18 @@ struct Tally {
     samples: u64,
 }
 
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, one: Tally) {
+        self.reads += one.reads;
+        self.chunks += one.chunks;
+        self.bytes += one.bytes;
+        self.wait_ns += one.wait_ns;
+        self.decoded += one.decoded;
+        self.seconds += one.seconds;
+        self.samples += one.samples;
+    }
+}
+
 impl Tally {
     fn per_sample(&self, x: f64) -> f64 {
         x / self.samples as f64
@@ -253,19 +265,21 @@ fn layouts(args: &Args) {
     for name in names.iter().flatten() {
         let _ = std::fs::read(dir.path().join(name)).unwrap();
     }
-    let open = |source: Box<dyn ByteSource>| EpisodeReader::open(CountingSource::new(source));
+    // Readers by layout, then by episode, over the sources `source` opens by object name.
+    let readers_of = |source: &dyn Fn(&str) -> Box<dyn ByteSource>| -> Vec<Vec<Reader>> {
+        names
+            .iter()
+            .map(|ns| {
+                ns.iter()
+                    .map(|n| EpisodeReader::open(CountingSource::new(source(n))).unwrap())
+                    .collect()
+            })
+            .collect()
+    };
     let media = [
         Medium {
             name: "local file, page cache".into(),
-            readers: names
-                .iter()
-                .map(|ns| {
-                    ns.iter()
-                        .map(|n| open(Box::new(FileSource::open(dir.path().join(n)).unwrap())))
-                        .collect::<Result<_, _>>()
-                        .unwrap()
-                })
-                .collect(),
+            readers: readers_of(&|n| Box::new(FileSource::open(dir.path().join(n)).unwrap())),
         },
         Medium {
             name: format!(
@@ -273,15 +287,7 @@ fn layouts(args: &Args) {
                  {:.0} MB/s per connection; measured {link}",
                 args.latency_ms, args.mb_per_s
             ),
-            readers: names
-                .iter()
-                .map(|ns| {
-                    ns.iter()
-                        .map(|n| open(Box::new(remote.source(n))))
-                        .collect::<Result<_, _>>()
-                        .unwrap()
-                })
-                .collect(),
+            readers: readers_of(&|n| Box::new(remote.source(n))),
         },
     ];
     let mut tallies = vec![vec![Tally::default(); layouts.len()]; media.len()];
@@ -295,14 +301,7 @@ fn layouts(args: &Args) {
         for j in 0..turns.len() {
             let (m, i) = turns[(k + j) % turns.len()];
             let one = read_sample(&media[m].readers[i][episode], u, &cameras, &mut decoder);
-            let tally = &mut tallies[m][i];
-            tally.reads += one.reads;
-            tally.chunks += one.chunks;
-            tally.bytes += one.bytes;
-            tally.wait_ns += one.wait_ns;
-            tally.decoded += one.decoded;
-            tally.seconds += one.seconds;
-            tally.samples += 1;
+            tallies[m][i] += one;
         }
     }
     println!(
