@@ -130,11 +130,30 @@ fn frames_decode_on_every_layout() {
             .unwrap()
             .message_start_time;
         let times = [t0, t0 + 950_000_000, t0 + 1_990_000_000, t0 + 2_500_000_000];
-        results.push(
-            reader
-                .frames_at(camera, &times, &mut decoder, None)
-                .unwrap(),
-        );
+        let frames = reader
+            .frames_at(camera, &times, &mut decoder, None)
+            .unwrap();
+        // Planned GOPs, whole or up to the frames asked for, show the same pictures.
+        for whole in [true, false] {
+            let planned = reader.plan_gops(&[(camera, &times)], whole).unwrap();
+            let gops: Vec<_> = planned[0]
+                .iter()
+                .map(|gop| reader.decode_gop(gop, &mut decoder, None).unwrap())
+                .collect();
+            for (t, frame) in times.iter().zip(&frames) {
+                // A time before the camera's first frame shows the first keyframe.
+                let (_, rgb) = gops
+                    .iter()
+                    .find_map(|g| g.rgb_at(*t, &mut decoder).unwrap())
+                    .or_else(|| gops[0].keyframe_rgb(&mut decoder).unwrap())
+                    .unwrap();
+                assert!(
+                    rgb == frame,
+                    "{layout:?} whole={whole}: frame at {t} differs"
+                );
+            }
+        }
+        results.push(frames);
     }
     assert_eq!(
         results[0], results[1],
