@@ -223,3 +223,70 @@ fn byte_flips_never_panic() {
         }
     }
 }
+
+#[test]
+fn corrupt_camera_message_is_an_error_not_an_empty_frame() {
+    use prost::Message as _;
+    use reel_mcap::proto::CompressedVideo;
+
+    let mut writer = mcap::WriteOptions::new()
+        .create(Cursor::new(Vec::new()))
+        .unwrap();
+    let meta = BTreeMap::from([("reel.group".to_owned(), "cameras".to_owned())]);
+    let camera = "/camera/front";
+    let channel = writer.add_channel(0, camera, "protobuf", &meta).unwrap();
+    let unit = |nal: u8| CompressedVideo {
+        data: vec![0, 0, 0, 1, nal, 0x88, 0x84],
+        format: "h264".into(),
+        ..CompressedVideo::default()
+    };
+    // An IDR access unit, a P access unit, then a message that is not protobuf at all
+    // (field 3 claims 16 bytes that are not there).
+    let messages = [
+        (0, unit(0x65).encode_to_vec()),
+        (1_000, unit(0x41).encode_to_vec()),
+        (2_000, vec![0x1a, 0x10]),
+    ];
+    for (i, (log_time, data)) in messages.iter().enumerate() {
+        let header = mcap::records::MessageHeader {
+            channel_id: channel,
+            sequence: i as u32,
+            log_time: *log_time,
+            publish_time: *log_time,
+        };
+        writer.write_to_known_channel(&header, data).unwrap();
+    }
+    writer.finish().unwrap();
+    let reader = open(writer.into_inner().into_inner()).unwrap();
+    assert!(reader.summary().is_some());
+
+    let mut decoder = H264Decoder::new().unwrap();
+    let err = reader
+        .frames_at(camera, &[2_000], &mut decoder, None)
+        .unwrap_err();
+    match &err {
+        Error::BadMessage {
+            name,
+            topic,
+            log_time,
+            ..
+        } => assert_eq!(
+            (name.as_str(), topic.as_str(), *log_time),
+            ("broken.mcap", camera, 2_000)
+        ),
+        other => panic!("expected a bad message, got {other}"),
+    }
+    // Planning GOPs fetches the same chunk and reports the same message, before any
+    // decoding.
+    let err = reader.plan_gops(&[(camera, &[500])], true).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BadMessage {
+                log_time: 2_000,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

@@ -366,11 +366,17 @@ impl<S: ByteSource> EpisodeReader<S> {
     }
 
     /// Unwraps a camera message's access unit and notes whether it is a keyframe, once per
-    /// fetched message (empty if the message does not parse).
+    /// fetched message. A message that does not parse is an error: decoding around it
+    /// would silently show a stale or missing picture.
     fn access_unit(&self, message: &RawMessage) -> Result<AccessUnit> {
-        let data = CompressedVideo::decode(message.data.as_ref())
-            .map(|m| Bytes::from(m.data))
-            .unwrap_or_default();
+        let video =
+            CompressedVideo::decode(message.data.as_ref()).map_err(|e| Error::BadMessage {
+                name: self.name.clone(),
+                topic: message.topic.to_string(),
+                log_time: message.log_time,
+                reason: format!("not a foxglove.CompressedVideo message: {e}"),
+            })?;
+        let data = Bytes::from(video.data);
         Ok(AccessUnit {
             keyframe: is_idr(&data),
             data,
