@@ -26,81 +26,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod error;
 mod source;
 mod store;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 
+pub use error::{Error, ErrorKind, Result};
 pub use source::{
     ByteSource, CountingSource, FileSource, MemorySource, MmapSource, ReadStats, write_file_atomic,
 };
-pub use store::{ObjectSource, Store, StoreOptions, open_object, split_object_uri};
-
-/// Errors of byte sources and stores. Every variant names the file or object.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A local I/O error.
-    #[error("{name}: {source}")]
-    Io {
-        /// Path of the file.
-        name: String,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// An error from the object store.
-    #[error("{name}: {source}")]
-    Store {
-        /// URI of the object.
-        name: String,
-        /// The underlying error.
-        #[source]
-        source: opendal::Error,
-    },
-    /// The object does not exist.
-    #[error("{name}: not found")]
-    NotFound {
-        /// URI of the object.
-        name: String,
-    },
-    /// A read asked for bytes outside the object.
-    #[error("{name}: range {start}..{end} is outside the object of {len} bytes")]
-    OutOfBounds {
-        /// Name of the object.
-        name: String,
-        /// Start of the requested range.
-        start: u64,
-        /// End of the requested range.
-        end: u64,
-        /// Length of the object.
-        len: u64,
-    },
-    /// The store returned fewer bytes than asked for (object changed or truncated).
-    #[error("{name}: expected {expected} bytes, got {got}")]
-    ShortRead {
-        /// Name of the object.
-        name: String,
-        /// Bytes requested.
-        expected: u64,
-        /// Bytes received.
-        got: u64,
-    },
-    /// The object was replaced by another writer while it was being read; open it again.
-    #[error("{name}: the object changed while it was being read (another writer replaced it)")]
-    Changed {
-        /// URI of the object.
-        name: String,
-    },
-    /// A store URI that cannot be understood.
-    #[error("invalid store URI `{uri}`: {reason}")]
-    InvalidUri {
-        /// The URI as given.
-        uri: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
-
-/// Result with [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub use store::{
+    DEFAULT_RETRIES, ObjectSource, Store, StoreOptions, open_object, split_object_uri,
+};

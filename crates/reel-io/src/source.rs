@@ -319,5 +319,8 @@ pub(crate) fn temp_suffix() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    format!("tmp-{}-{nanos}", std::process::id())
+    // The counter keeps two threads of one process apart within one clock tick.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("tmp-{}-{nanos}-{n}", std::process::id())
 }

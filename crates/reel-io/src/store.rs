@@ -5,6 +5,7 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use opendal::layers::RetryLayer;
 use opendal::{ErrorKind, OperationContext, Operator};
 
 use crate::source::{ByteSource, check_range, temp_suffix};
@@ -20,7 +21,14 @@ pub struct StoreOptions {
     pub access_key_id: Option<String>,
     /// S3 secret access key.
     pub secret_access_key: Option<String>,
+    /// Retries of a request that failed transiently (`None`: [`DEFAULT_RETRIES`];
+    /// `Some(0)`: none).
+    pub retries: Option<usize>,
 }
+
+/// Retries of a transiently failed request to an object store, with jittered
+/// exponential backoff from 50 ms up to 5 s.
+pub const DEFAULT_RETRIES: usize = 4;
 
 impl fmt::Debug for StoreOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -30,6 +38,7 @@ impl fmt::Debug for StoreOptions {
                 "secret_access_key",
                 &self.secret_access_key.as_ref().map(|_| "***"),
             )
+            .field("retries", &self.retries)
             .finish()
     }
 }
@@ -213,6 +222,42 @@ impl Store {
         .map_err(|e| self.store_err(key, e))
     }
 
+    /// Writes object `key` only if no object has that key yet, whole as with
+    /// [`write_atomic`](Self::write_atomic): `Ok(true)` if this call created it,
+    /// `Ok(false)` if it already existed (left as it was). Of writers racing for one key,
+    /// exactly one creates it — the primitive for claiming a name.
+    pub fn create_new(&self, key: &str, data: impl Into<Bytes>) -> Result<bool> {
+        let data: Bytes = data.into();
+        let Some(root) = &self.inner.local_root else {
+            // S3: a conditional PUT (If-None-Match: *), atomic on the server.
+            return match self.block_on(self.inner.op.write_with(key, data).if_not_exists(true)) {
+                Ok(_) => Ok(true),
+                Err(e) if e.kind() == ErrorKind::ConditionNotMatch => Ok(false),
+                Err(e) => Err(self.store_err(key, e)),
+            };
+        };
+        // A folder: the whole object under a temporary name, then a hard link to `key`,
+        // which fails if `key` exists — so nobody ever sees a partial object.
+        let path = root.join(key);
+        let io_err = |source| Error::Io {
+            name: path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err)?;
+        }
+        let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
+        let tmp = path.with_file_name(format!(".{}.{}", file.unwrap_or_default(), temp_suffix()));
+        std::fs::write(&tmp, &data).map_err(io_err)?;
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(io_err(e)),
+        }
+    }
+
     /// Removes every object under `prefix` (a folder ending in `/`); nothing there is fine.
     pub fn remove_all(&self, prefix: &str) -> Result<()> {
         self.block_on(self.inner.op.delete_with(prefix).recursive(true))
@@ -288,7 +333,24 @@ fn s3_operator(rest: &str, options: &StoreOptions) -> std::result::Result<Operat
     // The transport is set on this operator only, so Reel installs no process-wide state.
     let transport =
         opendal::HttpTransporter::new(opendal_http_transport_reqwest::ReqwestTransport::default());
-    Ok(op.with_context(OperationContext::new().with_http_transport(transport)))
+    let op = op.with_context(OperationContext::new().with_http_transport(transport));
+    // opendal retries only errors its services mark temporary (timeouts, 5xx, throttling,
+    // dropped connections) and only requests that are idempotent: reads, stats, lists,
+    // whole-object PUTs and deletes. A conditional create that is retried after its first
+    // attempt succeeded reports "already exists"; callers of `create_new` check whose
+    // object it is.
+    let retries = options.retries.unwrap_or(DEFAULT_RETRIES);
+    Ok(if retries == 0 {
+        op
+    } else {
+        op.layer(
+            RetryLayer::new()
+                .with_max_times(retries)
+                .with_min_delay(std::time::Duration::from_millis(50))
+                .with_max_delay(std::time::Duration::from_secs(5))
+                .with_jitter(),
+        )
+    })
 }
 
 /// What identifies one version of an object.
