@@ -318,6 +318,7 @@ fn concurrent_batches(
                 .iter()
                 .find(|e| e.0 == "AWS_SECRET_ACCESS_KEY")
                 .map(|e| e.1.clone()),
+            retries: None,
         },
     )
     .expect("store");
@@ -381,9 +382,7 @@ fn concurrent_overlapping_batches_on_a_local_folder() {
 
 #[test]
 fn concurrent_overlapping_batches_on_s3() {
-    let Some(server) = reel_io::test_support::S3Server::start("reel").expect("s3s-fs") else {
-        return;
-    };
+    let server = reel_io::test_support::S3Server::start("reel").expect("s3s-fs");
     let dir = tempfile::tempdir().expect("tempdir");
     let local = dir.path().join("landing");
     let ids = landing(&local, 6, 2.0);

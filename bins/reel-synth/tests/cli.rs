@@ -5,19 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("REEL_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let venv = home.join(".cache/reel/venv/bin/python");
-    assert!(
-        venv.exists(),
-        "{} is missing: run scripts/setup.sh (or set REEL_PYTHON)",
-        venv.display()
-    );
-    venv
+    reel_io::test_support::python().expect("the test venv's Python")
 }
 
 fn synth(out: &Path, extra: &[&str]) -> String {
@@ -150,9 +138,7 @@ fn same_seed_same_bytes_from_the_cli() {
 
 #[test]
 fn writes_to_s3_the_same_bytes_as_to_a_folder() {
-    let Some(server) = reel_io::test_support::S3Server::start("robots").expect("s3s-fs") else {
-        return;
-    };
+    let server = reel_io::test_support::S3Server::start("robots").expect("s3s-fs");
     let args = small_run("4");
     let local = tempfile::tempdir().expect("tempdir");
     let local_lines = synth(local.path(), &args);

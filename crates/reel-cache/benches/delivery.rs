@@ -180,9 +180,7 @@ fn hits_beside_local_file(s: &Settings, work: &Path) {
 
 /// 2. and 3. against the emulated cloud store.
 fn beside_emulated_remote(s: &Settings, work: &Path) {
-    let server = S3Server::start("bucket")
-        .unwrap()
-        .expect("s3s-fs is needed for this benchmark");
+    let server = S3Server::start("bucket").expect("s3s-fs is needed for this benchmark");
     let proxy = CloudProxy::start(server.port(), s.bytes_per_s, s.latency).unwrap();
     let fast = server.store("bucket", "").unwrap();
     let cloud = server.store_through(&proxy, "bucket", "").unwrap();

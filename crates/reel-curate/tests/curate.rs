@@ -357,12 +357,7 @@ fn bad_queries_and_warehouses_give_clear_errors() {
 }
 
 fn python() -> PathBuf {
-    std::env::var_os("REEL_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/reel/venv/bin/python")
-        })
+    reel_io::test_support::python().expect("the test venv's Python")
 }
 
 #[test]
@@ -408,10 +403,7 @@ print("ok", rows)
 
 #[test]
 fn an_s3_warehouse_gives_the_same_manifest() {
-    let Some(server) = reel_io::test_support::S3Server::start("warehouse").expect("s3s-fs starts")
-    else {
-        return;
-    };
+    let server = reel_io::test_support::S3Server::start("warehouse").expect("s3s-fs starts");
     let dir = tempfile::tempdir().expect("tempdir");
     build_warehouse(dir.path());
     let store = server.store("warehouse", "wh").expect("store");

@@ -3,12 +3,15 @@
 //!
 //! [`S3Server`] starts `s3s-fs` on 127.0.0.1 with a free port, serving a temporary folder.
 //! The binary is looked up in `$REEL_S3S_FS`, then `$HOME/.cache/reel/tools/bin/s3s-fs`,
-//! then `PATH`. [`CloudProxy`] sits in front of it with a per-request latency and a
+//! then `PATH`; [`python`] finds the test venv's Python the same way. A missing program
+//! is an error, so the tests that need it fail instead of skipping. [`CloudProxy`] sits in front of it with a per-request latency and a
 //! per-connection bandwidth cap.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{Error, Result, Store, StoreOptions};
@@ -24,34 +27,57 @@ pub struct S3Server {
     root: tempfile::TempDir,
 }
 
-/// Where the `s3s-fs` binary is, if installed.
-pub fn s3s_fs_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("REEL_S3S_FS") {
-        return Some(PathBuf::from(path));
+/// An external program the tests need: `$env_var` if set, else `~/.cache/reel/<cached>`
+/// (where `scripts/setup.sh` installs it), else `name` on `PATH` when given. Missing is an
+/// error that says how to install it: a test whose dependency is absent fails, it never
+/// passes by skipping.
+pub fn external_program(env_var: &str, cached: &str, name: Option<&str>) -> Result<PathBuf> {
+    let missing = |looked: String| Error::Io {
+        name: looked,
+        source: std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("not installed: run scripts/setup.sh (or set {env_var})"),
+        ),
+    };
+    if let Some(path) = std::env::var_os(env_var) {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(missing(format!("${env_var} = {}", path.display())))
+        };
     }
-    if let Some(home) = std::env::var_os("HOME") {
-        let path = Path::new(&home).join(".cache/reel/tools/bin/s3s-fs");
-        if path.is_file() {
-            return Some(path);
-        }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let installed = home.join(".cache/reel").join(cached);
+    if installed.is_file() {
+        return Ok(installed);
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("s3s-fs"))
-        .find(|p| p.is_file())
+    let on_path = name.and_then(|name| {
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    on_path.ok_or_else(|| missing(installed.display().to_string()))
+}
+
+/// The `s3s-fs` binary: `$REEL_S3S_FS`, `~/.cache/reel/tools/bin/s3s-fs`, or `PATH`.
+pub fn s3s_fs_binary() -> Result<PathBuf> {
+    external_program("REEL_S3S_FS", "tools/bin/s3s-fs", Some("s3s-fs"))
+}
+
+/// The Python of Reel's test venv, which has the independent readers (`mcap`, `pyarrow`,
+/// `polars`, ...): `$REEL_PYTHON` or `~/.cache/reel/venv/bin/python`. A system Python
+/// lacks those packages, so `PATH` is not searched.
+pub fn python() -> Result<PathBuf> {
+    external_program("REEL_PYTHON", "venv/bin/python", None)
 }
 
 impl S3Server {
-    /// Starts a server with an empty bucket named `bucket`. Returns `Ok(None)` (after a loud
-    /// message on stderr) when the binary is not installed, so callers can skip.
-    pub fn start(bucket: &str) -> Result<Option<Self>> {
-        let Some(binary) = s3s_fs_binary() else {
-            eprintln!(
-                "\n*** SKIPPING S3 TEST: s3s-fs not found (set REEL_S3S_FS or install it with \
-                 `cargo install s3s-fs --version 0.14.1 --features binary`) ***\n"
-            );
-            return Ok(None);
-        };
+    /// Starts a server with an empty bucket named `bucket`; fails when `s3s-fs` is not
+    /// installed ([`s3s_fs_binary`]).
+    pub fn start(bucket: &str) -> Result<Self> {
+        let binary = s3s_fs_binary()?;
         let io_err = |source| Error::Io {
             name: binary.display().to_string(),
             source,
@@ -82,7 +108,7 @@ impl S3Server {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Ok(Some(server))
+        Ok(server)
     }
 
     /// The store URI of `prefix` in `bucket` on this server.
@@ -103,6 +129,7 @@ impl S3Server {
         StoreOptions {
             access_key_id: Some(ACCESS_KEY.to_owned()),
             secret_access_key: Some(SECRET_KEY.to_owned()),
+            retries: None,
         }
     }
 
@@ -142,12 +169,55 @@ pub struct CloudProxy {
     // Runs the proxy's tasks; dropping it stops them.
     _runtime: tokio::runtime::Runtime,
     port: u16,
+    faults: Arc<Faults>,
+}
+
+/// Requests a [`CloudProxy`] fails on purpose: every `every`-th request's connection is
+/// closed before the request reaches the server, as a store dropping connections does.
+#[derive(Debug, Default)]
+struct Faults {
+    every: u64,
+    seen: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Faults {
+    /// Whether to fail the request that just arrived.
+    fn fail_next(&self) -> bool {
+        let n = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
+        let fail = self.every > 0 && n % self.every == 0;
+        if fail {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        fail
+    }
 }
 
 impl CloudProxy {
     /// Proxies 127.0.0.1:`upstream` on a free port, adding `latency` before each request
     /// reaches the server and capping each connection at `bytes_per_s`.
     pub fn start(upstream: u16, bytes_per_s: f64, latency: Duration) -> Result<Self> {
+        Self::start_with_faults(upstream, bytes_per_s, latency, 0)
+    }
+
+    /// Proxies 127.0.0.1:`upstream` at full speed, closing the connection of every
+    /// `fail_every`-th request before it reaches the server (a share of `1/fail_every`
+    /// failed requests), to test retries.
+    pub fn flaky(upstream: u16, fail_every: u64) -> Result<Self> {
+        Self::start_with_faults(upstream, f64::INFINITY, Duration::ZERO, fail_every)
+    }
+
+    /// Requests failed on purpose so far.
+    pub fn failed_requests(&self) -> u64 {
+        self.faults.failed.load(Ordering::Relaxed)
+    }
+
+    fn start_with_faults(
+        upstream: u16,
+        bytes_per_s: f64,
+        latency: Duration,
+        fail_every: u64,
+    ) -> Result<Self> {
         let io_err = |source| Error::Io {
             name: format!("proxy to 127.0.0.1:{upstream}"),
             source,
@@ -161,14 +231,27 @@ impl CloudProxy {
             .block_on(tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
             .map_err(io_err)?;
         let port = listener.local_addr().map_err(io_err)?.port();
+        let faults = Arc::new(Faults {
+            every: fail_every,
+            ..Faults::default()
+        });
+        let shared = Arc::clone(&faults);
         runtime.spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(proxy_connection(client, upstream, bytes_per_s, latency));
+                let faults = Arc::clone(&shared);
+                tokio::spawn(proxy_connection(
+                    client,
+                    upstream,
+                    bytes_per_s,
+                    latency,
+                    faults,
+                ));
             }
         });
         Ok(Self {
             _runtime: runtime,
             port,
+            faults,
         })
     }
 
@@ -183,6 +266,7 @@ async fn proxy_connection(
     upstream: u16,
     bytes_per_s: f64,
     latency: Duration,
+    faults: Arc<Faults>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, upstream));
@@ -196,6 +280,10 @@ async fn proxy_connection(
     tokio::spawn(async move {
         let mut buf = vec![0u8; 64 << 10];
         while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
+            if faults.fail_next() {
+                // Dropping both halves closes the connection, the request unsent.
+                return;
+            }
             tokio::time::sleep(latency).await;
             if server_tx.write_all(&buf[..n]).await.is_err() {
                 break;
@@ -213,6 +301,9 @@ async fn proxy_connection(
         // ticks in milliseconds, so sleep only once a few milliseconds of debt have built
         // up, or short sleeps would round up and undercut the rate.
         let now = tokio::time::Instant::now();
+        if bytes_per_s.is_infinite() {
+            continue;
+        }
         next = next.max(now) + Duration::from_secs_f64(n as f64 / bytes_per_s);
         if next > now + Duration::from_millis(4) {
             tokio::time::sleep_until(next).await;

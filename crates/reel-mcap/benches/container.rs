@@ -218,7 +218,6 @@ fn layouts(args: &Args) {
     ];
     // The same files on local disk and in an S3 server behind an emulated WAN link.
     let server = S3Server::start("episodes")
-        .unwrap()
         .expect("s3s-fs is needed for this benchmark (scripts/setup.sh installs it)");
     let proxy = CloudProxy::start(
         server.port(),

@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use reel_io::MemorySource;
@@ -11,26 +10,12 @@ use reel_mcap::{EpisodeReader, PackConfig, pack_episode};
 use reel_synth::{Flavor, SynthConfig, generate_episode};
 use reel_video::H264Decoder;
 
-fn python() -> Option<PathBuf> {
-    let path = std::env::var_os("REEL_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/reel/venv/bin/python"))
-        })?;
-    path.is_file().then_some(path)
-}
-
 fn check(flavor: Flavor) {
-    let Some(python) = python() else {
-        eprintln!(
-            "\n*** SKIPPING Python mcap check: no venv at $HOME/.cache/reel/venv (or set REEL_PYTHON) ***\n"
-        );
-        return;
-    };
-    if Command::new("ffmpeg").arg("-version").output().is_err() {
-        eprintln!("\n*** SKIPPING Python mcap check: ffmpeg CLI not found ***\n");
-        return;
-    }
+    let python = reel_io::test_support::python().unwrap();
+    assert!(
+        Command::new("ffmpeg").arg("-version").output().is_ok(),
+        "the ffmpeg CLI is needed: run scripts/setup.sh"
+    );
     let config = SynthConfig {
         seconds: 2.5,
         cameras: 2,
