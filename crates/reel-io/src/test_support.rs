@@ -185,7 +185,7 @@ impl Faults {
     /// Whether to fail the request that just arrived.
     fn fail_next(&self) -> bool {
         let n = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
-        let fail = self.every > 0 && n % self.every == 0;
+        let fail = self.every > 0 && n.is_multiple_of(self.every);
         if fail {
             self.failed.fetch_add(1, Ordering::Relaxed);
         }
