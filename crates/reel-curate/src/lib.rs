@@ -29,6 +29,8 @@
 use std::path::Path;
 
 pub mod compact;
+#[cfg(feature = "test-support")]
+pub mod synthetic;
 
 pub use compact::{CompactOptions, CompactionState, CompactionSummary, compact, compact_with};
 use compact::{Compaction, classify, read_pointer};
@@ -307,13 +309,11 @@ pub(crate) fn store_error(store: &Store, source: reel_io::Error) -> CurateError 
 
 /// FNV-1a over object names and sizes: stable across runs and platforms.
 pub(crate) fn file_set_hash(files: &[(String, u64)]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for (key, size) in files {
-        for b in key.bytes().chain(size.to_le_bytes()) {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
+    reel_manifest::fnv1a(
+        files
+            .iter()
+            .flat_map(|(key, size)| key.bytes().chain(size.to_le_bytes())),
+    )
 }
 
 fn polars_buffer_from(bytes: Vec<u8>) -> polars_buffer::Buffer<u8> {
@@ -458,163 +458,4 @@ fn numbers<'a, T: PolarsNumericType>(
 
 fn typed<T>(column: &'static str, result: PolarsResult<T>) -> Result<T, CurateError> {
     result.map_err(|source| CurateError::ColumnType { column, source })
-}
-
-pub mod synthetic {
-    //! Realistic generated warehouse rows, for tests and benchmarks at sizes
-    //! no ingest run here could produce (tens of millions of episodes).
-
-    use reel_manifest::warehouse::{QcSummary, WarehouseBatch, WarehouseRow, encode_parquet};
-
-    pub const ROBOTS: [&str; 8] = [
-        "aloha-01",
-        "aloha-02",
-        "aloha-03",
-        "franka-01",
-        "franka-02",
-        "ur5e-01",
-        "ur5e-02",
-        "g1-01",
-    ];
-    pub const TASKS: [&str; 8] = [
-        "pick_cube",
-        "fold_towel",
-        "open_drawer",
-        "stack_cups",
-        "wipe_table",
-        "insert_peg",
-        "pour_water",
-        "hang_mug",
-    ];
-    pub const OPERATORS: [&str; 6] = ["op-ada", "op-ben", "op-chen", "op-dia", "op-eli", "op-fay"];
-    pub const SOFTWARE: [&str; 5] = ["2.2.4", "2.3.0", "2.3.1", "2.4.0", "3.0.0"];
-    pub const PIPELINES: [&str; 3] = ["0.9.0", "1.0.0", "1.1.0"];
-
-    /// An owned warehouse row.
-    #[derive(Debug, Clone, PartialEq)]
-    pub struct Row {
-        pub episode_id: String,
-        pub pipeline_version: &'static str,
-        pub robot_id: &'static str,
-        pub robot_software_version: &'static str,
-        pub task: &'static str,
-        pub operator: &'static str,
-        pub success: bool,
-        pub recorded_at_ns: i64,
-        pub start_ns: i64,
-        pub end_ns: i64,
-        pub bytes: u64,
-        pub qc: QcSummary,
-        pub uri: String,
-        pub ingested_at_ns: i64,
-    }
-
-    impl Row {
-        pub fn as_warehouse_row(&self) -> WarehouseRow<'_> {
-            let seconds = ((self.end_ns - self.start_ns) / 1_000_000_000) as u32;
-            WarehouseRow {
-                episode_id: &self.episode_id,
-                pipeline_version: self.pipeline_version,
-                robot_id: self.robot_id,
-                robot_software_version: self.robot_software_version,
-                task: self.task,
-                operator: self.operator,
-                success: self.success,
-                recorded_at_ns: self.recorded_at_ns,
-                start_ns: self.start_ns,
-                end_ns: self.end_ns,
-                cameras: 3,
-                camera_frames: seconds * 30,
-                state_steps: seconds * 200,
-                action_steps: seconds * 50,
-                hand_steps: seconds * 30,
-                bytes: self.bytes,
-                qc: self.qc,
-                uri: &self.uri,
-                ingested_at_ns: self.ingested_at_ns,
-            }
-        }
-    }
-
-    fn mix(mut z: u64) -> u64 {
-        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Row `i` of a generated corpus (`version` 0 is the first ingestion;
-    /// higher versions re-ingest the same episode later with a newer pipeline).
-    pub fn row(seed: u64, i: u64, version: usize) -> Row {
-        let h = mix(seed ^ mix(i));
-        let pick = |shift: u32, n: usize| ((h >> shift) as usize) % n;
-        let recorded_at_ns =
-            1_735_689_600_000_000_000 + (h % (700 * 86_400)) as i64 * 1_000_000_000;
-        let seconds = 20 + (h >> 40) % 160;
-        let qc_bits = mix(h) ^ version as u64;
-        let qc = QcSummary {
-            camera_blackout: qc_bits.is_multiple_of(50),
-            frozen_frames: (qc_bits >> 8).is_multiple_of(40),
-            corrupt_frames: (qc_bits >> 16).is_multiple_of(100),
-            choppy_joints: (qc_bits >> 24).is_multiple_of(30),
-            hand_dropout: (qc_bits >> 32).is_multiple_of(25),
-            timestamp_gap: (qc_bits >> 40).is_multiple_of(60),
-            rate_shortfall: (qc_bits >> 48).is_multiple_of(200),
-            dark_frame_ratio: ((qc_bits >> 4) % 1000) as f64 / 20_000.0,
-            frozen_frame_ratio: ((qc_bits >> 12) % 1000) as f64 / 50_000.0,
-            max_joint_step_rad: ((qc_bits >> 20) % 1000) as f64 / 2_000.0,
-        };
-        let episode_id = format!("ep-{:016x}", mix(seed.wrapping_add(i)));
-        Row {
-            uri: format!("canonical/{episode_id}.mcap"),
-            episode_id,
-            pipeline_version: PIPELINES[version.min(PIPELINES.len() - 1)],
-            robot_id: ROBOTS[pick(3, ROBOTS.len())],
-            robot_software_version: SOFTWARE[pick(9, SOFTWARE.len())],
-            task: TASKS[pick(15, TASKS.len())],
-            operator: OPERATORS[pick(21, OPERATORS.len())],
-            success: pick(27, 10) < 8,
-            recorded_at_ns,
-            start_ns: recorded_at_ns,
-            end_ns: recorded_at_ns + seconds as i64 * 1_000_000_000,
-            bytes: seconds * 3 * 900_000,
-            qc,
-            ingested_at_ns: recorded_at_ns + 86_400_000_000_000 * (1 + version as i64 * 30),
-        }
-    }
-
-    /// Rows `range` as one zstd Parquet file.
-    pub fn parquet_file(
-        seed: u64,
-        range: std::ops::Range<u64>,
-        version: usize,
-    ) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
-        parquet_file_ingested_at(seed, range, version, None)
-    }
-
-    /// Like [`parquet_file`], with every row ingested at `ingested_at_ns` when
-    /// given (a re-ingestion that happens now, after everything generated so far).
-    pub fn parquet_file_ingested_at(
-        seed: u64,
-        range: std::ops::Range<u64>,
-        version: usize,
-        ingested_at_ns: Option<i64>,
-    ) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
-        let mut batch = WarehouseBatch::new();
-        let mut batches = Vec::new();
-        for i in range {
-            let mut row = row(seed, i, version);
-            if let Some(t) = ingested_at_ns {
-                row.ingested_at_ns = t;
-            }
-            batch.push(&row.as_warehouse_row());
-            if batch.len() == 1 << 18 {
-                batches.push(batch.finish()?);
-            }
-        }
-        if !batch.is_empty() {
-            batches.push(batch.finish()?);
-        }
-        Ok(encode_parquet(&batches)?)
-    }
 }

@@ -103,9 +103,7 @@ pub struct WarehouseRow<'a> {
 /// A stable 64-bit key of an episode id (FNV-1a): grouping on it is much
 /// cheaper than on the string when the warehouse deduplicates versions.
 pub fn episode_key(episode_id: &str) -> u64 {
-    episode_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+    crate::fnv1a(episode_id.bytes())
 }
 
 /// The warehouse's Arrow schema.

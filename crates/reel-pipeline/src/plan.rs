@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 use reel_io::Store;
+use reel_manifest::fnv1a;
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result, fnv1a};
+use crate::{Error, Result};
 
 /// Version of the plan file format.
 pub const PLAN_FORMAT: u32 = 1;
