@@ -210,5 +210,29 @@ pub enum Error {
     InvalidEpisode(String),
 }
 
+impl Error {
+    /// What kind of failure this is: a file that does not parse or decode is bad input;
+    /// store and codec failures keep the kind of their cause; a pack configuration that
+    /// does not fit is the environment's (the caller's settings), not the file's.
+    pub fn kind(&self) -> reel_io::ErrorKind {
+        use reel_io::ErrorKind;
+        match self {
+            Self::Io(e) => e.kind(),
+            Self::Video { source, .. } => source.kind(),
+            Self::Config { .. } => ErrorKind::Environment,
+            Self::Mcap { .. }
+            | Self::Truncated { .. }
+            | Self::Corrupt { .. }
+            | Self::UnknownTopic { .. }
+            | Self::UnknownGroup { .. }
+            | Self::UnknownSchema { .. }
+            | Self::BadMessage { .. }
+            | Self::CorruptFrame { .. }
+            | Self::NoFrame { .. }
+            | Self::InvalidEpisode(_) => ErrorKind::BadInput,
+        }
+    }
+}
+
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -15,6 +15,10 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EncodeConfig {
+    /// FFmpeg's H.264 encoder. Left out of the settings digest while it is the default,
+    /// so episodes encoded before the setting existed stay current.
+    #[serde(skip_serializing_if = "is_default_encoder")]
+    pub encoder: String,
     /// Grid frames per GOP, and per camera chunk window.
     pub gop: u32,
     /// x264 constant rate factor.
@@ -34,6 +38,7 @@ pub struct EncodeConfig {
 impl Default for EncodeConfig {
     fn default() -> Self {
         Self {
+            encoder: reel_video::DEFAULT_ENCODER.into(),
             gop: 30,
             crf: 23.0,
             preset: "medium".into(),
@@ -50,6 +55,7 @@ impl EncodeConfig {
     /// run in parallel instead).
     pub fn encoder(&self, fps: u32) -> EncoderConfig {
         EncoderConfig {
+            encoder: self.encoder.clone(),
             // Keyframes are forced at window starts; the slack keeps x264 from adding its own.
             gop: self.gop + self.gop / 2 + 1,
             crf: self.crf,
@@ -73,6 +79,10 @@ impl EncodeConfig {
         }
         Ok(())
     }
+}
+
+fn is_default_encoder(encoder: &str) -> bool {
+    encoder == reel_video::DEFAULT_ENCODER
 }
 
 /// What one landing frame looked like.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::camera::{CameraOutput, encode_camera};
 use crate::derive::derive_signals;
-use crate::engine::PipelineConfig;
+use crate::config::PipelineConfig;
 use crate::episode::{EpisodeInfo, Landing, decode_landing};
 use crate::qc::{CameraStats, QcReport, quality_check};
 use crate::resample::{Resampled, resample};
@@ -121,6 +121,7 @@ pub fn process_episode(
     landing_bytes: &[u8],
     config: &PipelineConfig,
 ) -> Result<ProcessedEpisode> {
+    let config_digest = config.digest()?;
     let landing = decode_landing(name, fallback_id, landing_bytes)?;
     let resampled = resample(&landing.episode, &config.resample);
     let derived = derive_signals(&resampled.signals, &config.encode.signal_group);
@@ -149,7 +150,7 @@ pub fn process_episode(
         })
         .collect();
     let qc = quality_check(&landing.episode, &stats, &config.resample, &config.qc);
-    let summary = summarize(&landing, &resampled, &cameras, qc, config);
+    let summary = summarize(&landing, &resampled, &cameras, qc, config, config_digest);
     let streams: Vec<CameraStream> = cameras.into_iter().map(|c| c.stream).collect();
     let bytes = write_canonical(&landing, &resampled, streams, derived, &summary, config)?;
     Ok(ProcessedEpisode {
@@ -167,6 +168,7 @@ fn summarize(
     cameras: &[CameraOutput],
     qc: QcReport,
     config: &PipelineConfig,
+    config_digest: String,
 ) -> EpisodeSummary {
     let mut streams = Vec::new();
     let mut first_last: Vec<(u64, u64)> = Vec::new();
@@ -227,7 +229,7 @@ fn summarize(
             schema_version: SCHEMA_VERSION,
             pipeline_version: config.pipeline_version.clone(),
             robot_software_version: landing.info.robot_software_version.clone(),
-            config_digest: config.digest(),
+            config_digest,
         },
         start_ns: first_last.iter().map(|s| s.0).min().unwrap_or(0),
         end_ns: first_last.iter().map(|s| s.1).max().unwrap_or(0),

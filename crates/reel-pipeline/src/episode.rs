@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn garbage_is_a_typed_error() {
         let err = decode_landing("bad.mcap", "bad", b"not an mcap").expect_err("rejects");
-        assert!(err.is_bad_input(), "{err}");
+        assert_eq!(err.kind(), crate::ErrorKind::BadInput, "{err}");
         assert!(err.to_string().contains("bad.mcap"), "{err}");
     }
 }

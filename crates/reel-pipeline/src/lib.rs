@@ -39,6 +39,7 @@
 
 mod camera;
 mod canonical;
+mod config;
 mod derive;
 mod engine;
 mod enrich;
@@ -47,6 +48,7 @@ mod index;
 mod plan;
 mod qc;
 mod resample;
+mod segment;
 mod state;
 
 pub use camera::{CameraOutput, EncodeConfig, FrameStat, encode_camera};
@@ -54,9 +56,10 @@ pub use canonical::{
     EpisodeSummary, ProcessedEpisode, Provenance, StreamStats, process_episode, write_canonical,
 };
 pub use derive::{ACCELERATION_TOPIC, VELOCITY_TOPIC, derive_signals};
+pub use config::PipelineConfig;
 pub use engine::{
-    BatchReport, BatchSpec, EpisodeEvent, EpisodeStatus, Event, Pipeline, PipelineConfig, Profile,
-    RunOptions, StaleEpisode, Step, StepReport, current_landing_keys, stale_episodes,
+    BatchReport, BatchSpec, EpisodeEvent, EpisodeStatus, Event, Pipeline, Profile, RunOptions,
+    StaleEpisode, Step, StepReport, current_landing_keys, stale_episodes,
 };
 pub use enrich::{Enricher, LabelSet, MotionSegments, Segment};
 pub use episode::{EpisodeInfo, Landing, decode_landing};
@@ -66,6 +69,7 @@ pub use plan::{
 };
 pub use qc::{CameraStats, CheckKind, Finding, QcConfig, QcMetrics, QcReport, quality_check};
 pub use resample::{CameraGrid, GridSignal, ResampleConfig, Resampled, resample};
+pub use reel_io::ErrorKind;
 pub use state::{CommitRecord, Quarantine, StateStore};
 
 /// Version of the ingest pipeline stamped on every output (provenance).
@@ -134,22 +138,21 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether this is a read of an object that another writer replaced meanwhile.
-    pub fn is_object_changed(&self) -> bool {
-        matches!(
-            self,
-            Self::Io(reel_io::Error::Changed { .. })
-                | Self::Mcap(reel_mcap::Error::Io(reel_io::Error::Changed { .. }))
-        )
-    }
-
-    /// Whether the error lies in the landing episode itself (quarantine it and go on),
-    /// as opposed to the store or the environment (fail the batch so it is retried).
-    pub fn is_bad_input(&self) -> bool {
+    /// What kind of failure this is, which decides what ingest does: bad input is
+    /// quarantined and the run goes on; the environment fails the batch (nothing is
+    /// quarantined, a rerun on a good worker resumes it); a changed object is read again;
+    /// a transient failure fails the batch for a retry.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::Landing { .. } | Self::Video { .. } => true,
-            Self::Mcap(e) => !matches!(e, reel_mcap::Error::Io(_)),
-            _ => false,
+            Self::Io(e) => e.kind(),
+            Self::Mcap(e) => e.kind(),
+            Self::Video { source, .. } => source.kind(),
+            Self::Landing { .. } => ErrorKind::BadInput,
+            // Plans, state records, configs and the warehouse belong to the run, not to
+            // one landing episode.
+            Self::Json { .. } | Self::Warehouse { .. } | Self::Plan { .. } | Self::Config(_) => {
+                ErrorKind::Environment
+            }
         }
     }
 }
@@ -157,17 +160,47 @@ impl Error {
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// FNV-1a 64 over bytes: stable across runs and platforms, for ids and digests.
-pub(crate) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
-    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// Wall-clock time in ns since the Unix epoch (0 if the clock is before it).
 pub(crate) fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kind_of_a_wrapped_error_is_its_cause_s() {
+        let video = |source| Error::Video {
+            name: "ep.mcap".into(),
+            topic: "/cam".into(),
+            source,
+        };
+        let missing_codec = video(reel_video::Error::CodecMissing("libx264".into()));
+        assert_eq!(missing_codec.kind(), ErrorKind::Environment);
+        let bad_frame = video(reel_video::Error::InvalidInput("odd size".into()));
+        assert_eq!(bad_frame.kind(), ErrorKind::BadInput);
+        let truncated = Error::Mcap(reel_mcap::Error::Truncated {
+            name: "ep.mcap".into(),
+            len: 3,
+        });
+        assert_eq!(truncated.kind(), ErrorKind::BadInput);
+        let absent = Error::Mcap(reel_mcap::Error::Io(reel_io::Error::NotFound {
+            name: "s3://b/ep.mcap".into(),
+        }));
+        assert_eq!(absent.kind(), ErrorKind::Environment);
+        let replaced = Error::Io(reel_io::Error::Changed {
+            name: "canonical/ep.mcap".into(),
+        });
+        assert_eq!(replaced.kind(), ErrorKind::Changed);
+        assert_eq!(Error::Config("x".into()).kind(), ErrorKind::Environment);
+        let landing = Error::Landing {
+            name: "ep.mcap".into(),
+            reason: "no cameras".into(),
+        };
+        assert_eq!(landing.kind(), ErrorKind::BadInput);
+    }
 }

@@ -3,7 +3,9 @@
 //! * `state/<step>/<batch>@<pipeline version>.json` — a step's completion record for one
 //!   batch: the episodes it covers, their summaries or artifacts, and the quarantined
 //!   ones. One write per batch and step, however many episodes the batch holds.
-//! * `quarantine/<episode>.json` — why a landing episode could not be ingested.
+//! * `quarantine/<landing key without .mcap>.json` — why a landing episode could not be
+//!   ingested (keyed by the landing object, so two landing objects never share a record).
+//! * `claims/<episode>.json` — which landing object owns an episode id.
 //!
 //! Records are whole objects written with [`Store::write_atomic`] (temp + rename on a
 //! folder, one PUT on S3), so a reader sees a complete record or none.
@@ -61,22 +63,6 @@ pub struct StateStore {
     store: Store,
 }
 
-/// Names that become object-key segments: no separators, nothing hidden.
-pub(crate) fn check_segment(what: &str, value: &str) -> Result<()> {
-    let ok = !value.is_empty()
-        && !value.starts_with('.')
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Config(format!(
-            "{what} `{value}` must be non-empty ASCII letters, digits, `.`, `_`, `-` or `+`, not starting with `.`"
-        )))
-    }
-}
-
 impl StateStore {
     /// State kept in `store`.
     pub fn new(store: Store) -> Self {
@@ -126,9 +112,16 @@ impl StateStore {
         Ok(out)
     }
 
-    /// Records a quarantined episode under `quarantine/<episode>.json`.
+    /// Key of the quarantine record of `landing_key`: the landing key without `.mcap`
+    /// under `quarantine/` (`quarantine/ep-7.json`, `quarantine/robot-b/ep-7.json`).
+    pub fn quarantine_key(landing_key: &str) -> String {
+        let stem = landing_key.strip_suffix(".mcap").unwrap_or(landing_key);
+        format!("quarantine/{stem}.json")
+    }
+
+    /// Records a quarantined episode under [`quarantine_key`](Self::quarantine_key).
     pub fn quarantine(&self, record: &Quarantine) -> Result<String> {
-        let key = format!("quarantine/{}.json", record.episode_id);
+        let key = Self::quarantine_key(&record.landing_key);
         self.write_json(&key, record)?;
         Ok(key)
     }

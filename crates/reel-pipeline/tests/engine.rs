@@ -363,3 +363,129 @@ fn a_planned_episode_missing_from_landing_is_quarantined() {
     );
     assert!(report.warehouse_part.is_none());
 }
+
+/// Objects under `prefix`, recursively.
+fn objects(store: &Store, prefix: &str) -> Vec<String> {
+    store.list_recursive(prefix).expect("list")
+}
+
+#[test]
+fn a_worker_without_the_h264_encoder_fails_the_batch_and_quarantines_nothing() {
+    let f = fixture(2);
+    let batch = BatchSpec {
+        key: "b0".into(),
+        landing_keys: f.keys[..2].to_vec(),
+    };
+    // A worker whose FFmpeg has no encoder of that name, as one built without libx264.
+    let mut lacking = config("1.0");
+    lacking.encode.encoder = "libx264_not_in_this_build".into();
+    let pipeline = Pipeline::new(f.landing.clone(), f.store.clone(), lacking).expect("pipeline");
+    let err = pipeline
+        .run(&batch, &RunOptions::default(), &|_| {})
+        .expect_err("no encoder, no ingest");
+    assert_eq!(err.kind(), reel_pipeline::ErrorKind::Environment, "{err}");
+    assert!(err.to_string().contains("libx264_not_in_this_build"), "{err}");
+    assert!(objects(&f.store, "quarantine/").is_empty(), "nothing quarantined");
+    assert!(objects(&f.store, "state/").is_empty(), "nothing recorded as done");
+    assert!(objects(&f.store, "episodes/").is_empty(), "no warehouse rows");
+
+    // The same batch on a good worker ingests everything.
+    let good = Pipeline::new(f.landing.clone(), f.store.clone(), config("1.0")).expect("pipeline");
+    let events = run(&good, &batch, &RunOptions::default(), Step::Canonical);
+    assert_eq!(
+        events,
+        f.keys[..2]
+            .iter()
+            .map(|k| (k.clone(), EpisodeStatus::Done))
+            .collect::<Vec<_>>()
+    );
+    let part = Pipeline::warehouse_part_key("b0", "1.0");
+    let mut want = f.ids[..2].to_vec();
+    want.sort();
+    assert_eq!(warehouse_ids(&f.store, &part), want);
+}
+
+#[test]
+fn two_recordings_under_one_episode_id_never_become_one() {
+    reel_video::quiet_ffmpeg_logs();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let synth = |seconds| SynthConfig {
+        seconds,
+        cameras: 1,
+        width: 64,
+        height: 48,
+        ..SynthConfig::default()
+    };
+    // Two robots' recorders (or one after a clock reset) reuse an episode id: same index,
+    // different content, in two landing folders. A third folder holds a byte copy of
+    // the first.
+    let first = reel_synth::generate_episode(&synth(1.0), 0).expect("synth");
+    let second = reel_synth::generate_episode(&synth(1.2), 0).expect("synth");
+    assert_eq!(first.name, second.name);
+    assert_ne!(first.mcap, second.mcap);
+    let landing_dir = dir.path().join("landing");
+    let id = first.name.clone();
+    let key = |folder: &str| format!("{folder}/{id}.mcap");
+    for (folder, bytes) in [
+        ("robot-a", &first.mcap),
+        ("robot-b", &second.mcap),
+        ("copy", &first.mcap),
+    ] {
+        std::fs::create_dir_all(landing_dir.join(folder)).expect("dir");
+        std::fs::write(landing_dir.join(key(folder)), bytes).expect("write");
+    }
+    let landing = Store::open(landing_dir.to_str().expect("utf-8")).expect("landing");
+    let store = Store::open(dir.path().join("store").to_str().expect("utf-8")).expect("store");
+    let pipeline = Pipeline::new(landing, store.clone(), config("1.0")).expect("pipeline");
+
+    // Separate batches, as two workers would run them; the first claims the id.
+    let mut reports = Vec::new();
+    for (batch, folder) in [("b0", "robot-a"), ("b1", "robot-b"), ("b2", "copy")] {
+        let spec = BatchSpec {
+            key: batch.into(),
+            landing_keys: vec![key(folder)],
+        };
+        reports.push(
+            pipeline
+                .run(&spec, &RunOptions::default(), &|_| {})
+                .expect("runs"),
+        );
+    }
+    assert!(reports[0].quarantined.is_empty());
+    let collided = &reports[1].quarantined;
+    assert_eq!(collided.len(), 1, "{collided:?}");
+    assert!(
+        collided[0].reason.contains(&key("robot-a"))
+            && collided[0].reason.contains("another recording"),
+        "{}",
+        collided[0].reason
+    );
+    let copied = &reports[2].quarantined;
+    assert_eq!(copied.len(), 1, "{copied:?}");
+    assert!(copied[0].reason.contains("same bytes"), "{}", copied[0].reason);
+
+    // One canonical episode, made from the first recording, and one warehouse row for it.
+    let canonical = store.source(&format!("canonical/{id}.mcap"));
+    let reader = EpisodeReader::open(&canonical as &dyn ByteSource).expect("canonical");
+    let summary = &reader.metadata()["episode"]["reel.summary"];
+    assert!(summary.contains(&format!("\"landing_key\":\"{}\"", key("robot-a"))), "{summary}");
+    assert_eq!(warehouse_ids(&store, &Pipeline::warehouse_part_key("b0", "1.0")), [id.clone()]);
+    for batch in ["b1", "b2"] {
+        assert!(
+            store.len_of(&Pipeline::warehouse_part_key(batch, "1.0")).is_err(),
+            "batch {batch} must write no row for a recording it did not ingest"
+        );
+    }
+    // Running the second batch again changes nothing.
+    let again = pipeline
+        .run(
+            &BatchSpec {
+                key: "b1".into(),
+                landing_keys: vec![key("robot-b")],
+            },
+            &RunOptions::default(),
+            &|_| {},
+        )
+        .expect("runs");
+    assert_eq!(again.quarantined.len(), 1);
+}

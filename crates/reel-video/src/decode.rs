@@ -9,7 +9,7 @@ use crate::scale::{RgbConversion, Scaler};
 use crate::{Error, Result, RgbImage, ffmpeg_err};
 
 fn open_decoder(id: Id, name: &'static str) -> Result<decoder::Video> {
-    let codec = decoder::find(id).ok_or(Error::CodecMissing(name))?;
+    let codec = decoder::find(id).ok_or_else(|| Error::CodecMissing(name.to_owned()))?;
     let mut context = codec::context::Context::new_with_codec(codec);
     // One decoder per worker thread: frame threading would only add latency and memory.
     context.set_threading(codec::threading::Config {

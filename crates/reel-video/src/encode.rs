@@ -27,9 +27,15 @@ impl ChromaFormat {
     }
 }
 
+/// The H.264 encoder Reel uses unless told otherwise.
+pub const DEFAULT_ENCODER: &str = "libx264";
+
 /// Encoder settings. The defaults are Reel's canonical camera settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncoderConfig {
+    /// FFmpeg's name of the H.264 encoder. The settings below (preset, tune, x264 params)
+    /// are libx264's: another encoder must accept them and keep the GOP rules.
+    pub encoder: String,
     /// Frames per GOP; every GOP starts with an IDR keyframe and stands alone.
     pub gop: u32,
     /// Constant rate factor (0 lossless … 51 worst).
@@ -51,6 +57,7 @@ pub struct EncoderConfig {
 impl Default for EncoderConfig {
     fn default() -> Self {
         Self {
+            encoder: DEFAULT_ENCODER.into(),
             gop: 30,
             crf: 23.0,
             preset: "medium".into(),
@@ -96,7 +103,7 @@ impl std::fmt::Debug for H264Encoder {
 }
 
 impl H264Encoder {
-    /// Opens a libx264 encoder for `width` x `height` frames.
+    /// Opens the H.264 encoder (libx264 unless configured otherwise) for `width` x `height` frames.
     pub fn new(width: usize, height: usize, config: &EncoderConfig) -> Result<Self> {
         if width == 0 || height == 0 || width % 2 == 1 || height % 2 == 1 {
             return Err(Error::InvalidInput(format!(
@@ -106,7 +113,8 @@ impl H264Encoder {
         if config.gop == 0 || config.fps == 0 {
             return Err(Error::InvalidInput("gop and fps must be at least 1".into()));
         }
-        let codec = encoder::find_by_name("libx264").ok_or(Error::CodecMissing("libx264"))?;
+        let codec = encoder::find_by_name(&config.encoder)
+            .ok_or_else(|| Error::CodecMissing(config.encoder.clone()))?;
         let mut context = codec::context::Context::new_with_codec(codec)
             .encoder()
             .video()

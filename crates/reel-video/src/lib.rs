@@ -40,7 +40,8 @@ mod scale;
 pub use scale::RgbConversion;
 
 pub use decode::{H264Decoder, ImageDecoder, ImageFormat, Picture};
-pub use encode::{ChromaFormat, EncodedFrame, EncoderConfig, H264Encoder};
+pub use reel_io::ErrorKind;
+pub use encode::{ChromaFormat, DEFAULT_ENCODER, EncodedFrame, EncoderConfig, H264Encoder};
 
 /// Errors of encoding and decoding.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +49,7 @@ pub use encode::{ChromaFormat, EncodedFrame, EncoderConfig, H264Encoder};
 pub enum Error {
     /// FFmpeg lacks a codec Reel needs (e.g. built without libx264).
     #[error("codec `{0}` is not available in this FFmpeg build")]
-    CodecMissing(&'static str),
+    CodecMissing(String),
     /// A frame or configuration the encoder cannot take.
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -73,6 +74,17 @@ pub enum Error {
         #[source]
         source: ffmpeg_next::Error,
     },
+}
+
+impl Error {
+    /// What kind of failure this is: bytes that do not decode are bad input; a codec this
+    /// FFmpeg lacks, or FFmpeg failing on its own, is the environment.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::InvalidInput(_) | Self::Decode { .. } | Self::NoPicture(_) => ErrorKind::BadInput,
+            Self::CodecMissing(_) | Self::Ffmpeg { .. } => ErrorKind::Environment,
+        }
+    }
 }
 
 /// Result with [`Error`].

@@ -1,0 +1,116 @@
+//! The settings that decide what ingest produces, and their digest.
+
+use reel_manifest::fnv1a;
+use serde::{Deserialize, Serialize};
+
+use crate::camera::EncodeConfig;
+use crate::qc::QcConfig;
+use crate::resample::ResampleConfig;
+use crate::segment::check_segment;
+use crate::{Error, PIPELINE_VERSION, Result};
+
+/// Everything that decides what ingest produces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Stamped on every output; artifacts of another version are stale.
+    pub pipeline_version: String,
+    /// Grid rates and gap bound.
+    pub resample: ResampleConfig,
+    /// Quality-check thresholds.
+    pub qc: QcConfig,
+    /// Video and chunking.
+    pub encode: EncodeConfig,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            pipeline_version: PIPELINE_VERSION.into(),
+            resample: ResampleConfig::default(),
+            qc: QcConfig::default(),
+            encode: EncodeConfig::default(),
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// Digest of the settings that shape the outputs (not the version): artifacts made
+    /// with other settings are not reused.
+    pub fn digest(&self) -> Result<String> {
+        let text = serde_json::to_string(&(&self.resample, &self.qc, &self.encode)).map_err(
+            |source| Error::Json {
+                name: "pipeline config".into(),
+                source,
+            },
+        )?;
+        Ok(format!("{:016x}", fnv1a(text.bytes())))
+    }
+
+    /// Checks every setting.
+    pub fn validate(&self) -> Result<()> {
+        check_segment("pipeline version", &self.pipeline_version)?;
+        self.resample.validate()?;
+        self.qc.validate()?;
+        self.encode.validate()
+    }
+
+    /// Parses a JSON config (`pipeline_version` and `resample`, `qc`, `encode` objects,
+    /// each optional); `name` is used in errors.
+    pub fn from_json(name: &str, text: &str) -> Result<Self> {
+        let config: Self = serde_json::from_str(text).map_err(|source| Error::Json {
+            name: name.to_owned(),
+            source,
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_parse_partially_and_reject_bad_values() -> Result<()> {
+        let config = PipelineConfig::from_json(
+            "ingest.json",
+            r#"{"pipeline_version": "2.1", "resample": {"state_hz": 100}, "qc": {"min_frozen_s": 2}}"#,
+        )
+        .expect("parses");
+        assert_eq!(config.resample.state_hz, 100.0);
+        assert_eq!(config.resample.camera_hz, 30.0);
+        assert_eq!(config.qc.min_frozen_s, 2.0);
+        assert_ne!(config.digest()?, PipelineConfig::default().digest()?);
+        for bad in [
+            r#"{"resample": {"state_hz": 0}}"#,
+            r#"{"qc": {"choppy_ratio": 3}}"#,
+            r#"{"encode": {"gop": 0}}"#,
+            r#"{"pipeline_version": "../x"}"#,
+            r#"{"resample": {"typo": 1}}"#,
+        ] {
+            let err = PipelineConfig::from_json("ingest.json", bad).expect_err(bad);
+            assert!(
+                matches!(err, Error::Config(_) | Error::Json { .. }),
+                "{bad}: {err}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_default_encoder_leaves_the_digest_as_it_was() -> Result<()> {
+        // The default encoder is left out of the digest, so canonical episodes made
+        // before the encoder could be chosen stay current.
+        let default = PipelineConfig::default();
+        let mut other = default.clone();
+        other.encode.encoder = "libopenh264".into();
+        assert_ne!(default.digest()?, other.digest()?);
+        let json = serde_json::to_string(&default.encode).map_err(|source| Error::Json {
+            name: "encode".into(),
+            source,
+        })?;
+        assert!(!json.contains("encoder"), "{json}");
+        Ok(())
+    }
+}
