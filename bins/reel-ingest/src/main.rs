@@ -182,9 +182,19 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     bar.set_message(batch.key.clone());
     let stdout = Mutex::new(std::io::stdout());
-    let emit = |line: String| {
-        let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = writeln!(out, "{line}");
+    // The first JSON line that could not be made or written: the run goes on (its work
+    // is recorded in the store either way), then fails, so no consumer mistakes
+    // incomplete output for a complete one.
+    let output_failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let emit = |line: serde_json::Result<String>| {
+        let written = line.map_err(anyhow::Error::from).and_then(|line| {
+            let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+            writeln!(out, "{line}").map_err(anyhow::Error::from)
+        });
+        if let Err(e) = written {
+            let mut failure = output_failure.lock().unwrap_or_else(|p| p.into_inner());
+            failure.get_or_insert(e);
+        }
     };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads.unwrap_or(0))
@@ -192,7 +202,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let report = pool.install(|| {
         pipeline.run(&batch, &options, &|event| match event {
             Event::Episode(e) => {
-                emit(serde_json::to_string(e).unwrap_or_default());
+                emit(serde_json::to_string(e));
                 bar.inc(1);
             }
             Event::StepSkipped { step, .. } => {
@@ -207,8 +217,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     for q in &report.quarantined {
         eprintln!("quarantined {}: {}", q.landing_key, q.reason);
     }
-    emit(serde_json::json!({ "batch_report": report }).to_string());
-    Ok(())
+    emit(serde_json::to_string(&serde_json::json!({ "batch_report": report })));
+    match output_failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e.context("writing the JSON lines to stdout")),
+        None => Ok(()),
+    }
 }
 
 fn main() -> anyhow::Result<()> {
