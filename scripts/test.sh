@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Reel's whole test suite: unit, integration and doc tests of every crate,
 # independent-reader checks (Python mcap, pyarrow), object-store tests against
-# a real S3-compatible server on loopback, and the CUDA build without CUDA.
+# a real S3-compatible server on loopback, formatting, lints, and the CUDA build without
+# CUDA. Every test that needs an external program (the Python readers, s3s-fs, ffmpeg)
+# fails when it is missing: setup.sh installs them first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/setup.sh
@@ -12,9 +14,10 @@ export REEL_PYTHON=$REEL_CACHE/venv/bin/python
 export REEL_S3S_FS=$REEL_CACHE/tools/bin/s3s-fs
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
-# The CUDA backend must compile on machines without CUDA (it loads CUDA at run time).
-cargo check -p reel-muon --features cuda --all-targets
-cargo check -p reel-loader --features cuda --all-targets
+cargo fmt --all --check
+# Lints on every target; the CUDA backends are built in too, because they must compile on
+# machines without CUDA (they load CUDA at run time).
+cargo clippy --workspace --all-targets --features reel-muon/cuda,reel-loader/cuda -- -D warnings
 cargo test --workspace --doc
 # Unit, integration and CLI tests last, so their summary closes the output.
 if cargo nextest --version >/dev/null 2>&1; then
