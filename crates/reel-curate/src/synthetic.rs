@@ -85,8 +85,7 @@ fn mix(mut z: u64) -> u64 {
 pub fn row(seed: u64, i: u64, version: usize) -> Row {
     let h = mix(seed ^ mix(i));
     let pick = |shift: u32, n: usize| ((h >> shift) as usize) % n;
-    let recorded_at_ns =
-        1_735_689_600_000_000_000 + (h % (700 * 86_400)) as i64 * 1_000_000_000;
+    let recorded_at_ns = 1_735_689_600_000_000_000 + (h % (700 * 86_400)) as i64 * 1_000_000_000;
     let seconds = 20 + (h >> 40) % 160;
     let qc_bits = mix(h) ^ version as u64;
     let qc = QcSummary {

@@ -163,13 +163,22 @@ mod tests {
             name: "x".into(),
             source: std::io::Error::from(kind),
         };
-        assert_eq!(io(std::io::ErrorKind::TimedOut).kind(), ErrorKind::Transient);
+        assert_eq!(
+            io(std::io::ErrorKind::TimedOut).kind(),
+            ErrorKind::Transient
+        );
         assert_eq!(
             io(std::io::ErrorKind::PermissionDenied).kind(),
             ErrorKind::Environment
         );
-        assert_eq!(io(std::io::ErrorKind::UnexpectedEof).kind(), ErrorKind::Changed);
-        assert_eq!(io(std::io::ErrorKind::InvalidData).kind(), ErrorKind::BadInput);
+        assert_eq!(
+            io(std::io::ErrorKind::UnexpectedEof).kind(),
+            ErrorKind::Changed
+        );
+        assert_eq!(
+            io(std::io::ErrorKind::InvalidData).kind(),
+            ErrorKind::BadInput
+        );
         let store = |kind, temporary: bool| {
             let e = opendal::Error::new(kind, "test");
             Error::Store {
@@ -189,7 +198,10 @@ mod tests {
             store(opendal::ErrorKind::ConditionNotMatch, false).kind(),
             ErrorKind::Changed
         );
-        assert_eq!(Error::Changed { name: "k".into() }.kind(), ErrorKind::Changed);
+        assert_eq!(
+            Error::Changed { name: "k".into() }.kind(),
+            ErrorKind::Changed
+        );
         assert!(ErrorKind::Transient.is_retryable());
         assert!(!ErrorKind::BadInput.is_retryable());
         assert_eq!(ErrorKind::BadInput.to_string(), "bad_input");

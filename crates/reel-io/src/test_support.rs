@@ -47,7 +47,9 @@ pub fn external_program(env_var: &str, cached: &str, name: Option<&str>) -> Resu
             Err(missing(format!("${env_var} = {}", path.display())))
         };
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let installed = home.join(".cache/reel").join(cached);
     if installed.is_file() {
         return Ok(installed);

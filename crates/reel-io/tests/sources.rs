@@ -207,7 +207,9 @@ fn transient_store_failures_are_retried() {
         ..server.options()
     };
     let fragile = Store::open_with(&uri, &no_retries).unwrap();
-    let outcomes: Vec<_> = (0..6).map(|i| fragile.len_of(&format!("ep-{}.mcap", i % 4))).collect();
+    let outcomes: Vec<_> = (0..6)
+        .map(|i| fragile.len_of(&format!("ep-{}.mcap", i % 4)))
+        .collect();
     let err = outcomes
         .into_iter()
         .find_map(Result::err)
@@ -230,8 +232,15 @@ fn create_new_lets_exactly_one_racing_writer_claim_a_key() {
         assert_eq!(created.iter().filter(|c| **c).count(), 1, "{created:?}");
         let winner = created.iter().position(|c| *c).unwrap() as u8;
         // The object is the winner's, whole.
-        assert_eq!(&store.read("claims/ep.json").unwrap()[..], &[winner; 64][..]);
-        assert!(!store.create_new("claims/ep.json", b"late".to_vec()).unwrap());
+        assert_eq!(
+            &store.read("claims/ep.json").unwrap()[..],
+            &[winner; 64][..]
+        );
+        assert!(
+            !store
+                .create_new("claims/ep.json", b"late".to_vec())
+                .unwrap()
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let local = Store::open(dir.path().to_str().unwrap()).unwrap();

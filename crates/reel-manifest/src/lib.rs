@@ -45,8 +45,8 @@ pub mod warehouse;
 mod write;
 
 pub use error::ManifestError;
-pub use hash::fnv1a;
 pub use fetch::{fetch_once, local_copy, node_manifest_dir, open_uri, open_uri_with};
+pub use hash::fnv1a;
 pub use read::{EpisodeRef, Manifest, Sample, ShardView};
 pub use write::{ManifestNumbers, ManifestRow, ManifestWriter, write_manifest};
 

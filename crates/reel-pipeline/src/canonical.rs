@@ -7,8 +7,8 @@ use reel_mcap::{CameraStream, CanonicalEpisode, SignalKind, SignalStream, WriteC
 use serde::{Deserialize, Serialize};
 
 use crate::camera::{CameraOutput, encode_camera};
-use crate::derive::derive_signals;
 use crate::config::PipelineConfig;
+use crate::derive::derive_signals;
 use crate::episode::{EpisodeInfo, Landing, decode_landing};
 use crate::qc::{CameraStats, QcReport, quality_check};
 use crate::resample::{Resampled, resample};

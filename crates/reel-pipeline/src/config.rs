@@ -38,12 +38,13 @@ impl PipelineConfig {
     /// Digest of the settings that shape the outputs (not the version): artifacts made
     /// with other settings are not reused.
     pub fn digest(&self) -> Result<String> {
-        let text = serde_json::to_string(&(&self.resample, &self.qc, &self.encode)).map_err(
-            |source| Error::Json {
-                name: "pipeline config".into(),
-                source,
-            },
-        )?;
+        let text =
+            serde_json::to_string(&(&self.resample, &self.qc, &self.encode)).map_err(|source| {
+                Error::Json {
+                    name: "pipeline config".into(),
+                    source,
+                }
+            })?;
         Ok(format!("{:016x}", fnv1a(text.bytes())))
     }
 

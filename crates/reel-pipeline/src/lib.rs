@@ -55,8 +55,8 @@ pub use camera::{CameraOutput, EncodeConfig, FrameStat, encode_camera};
 pub use canonical::{
     EpisodeSummary, ProcessedEpisode, Provenance, StreamStats, process_episode, write_canonical,
 };
-pub use derive::{ACCELERATION_TOPIC, VELOCITY_TOPIC, derive_signals};
 pub use config::PipelineConfig;
+pub use derive::{ACCELERATION_TOPIC, VELOCITY_TOPIC, derive_signals};
 pub use engine::{
     BatchReport, BatchSpec, EpisodeEvent, EpisodeStatus, Event, Pipeline, Profile, RunOptions,
     StaleEpisode, Step, StepReport, current_landing_keys, stale_episodes,
@@ -68,8 +68,8 @@ pub use plan::{
     BatchTarget, Plan, PlanBatch, PlanEpisode, bin_pack, list_landing, make_plan, start_jitter,
 };
 pub use qc::{CameraStats, CheckKind, Finding, QcConfig, QcMetrics, QcReport, quality_check};
-pub use resample::{CameraGrid, GridSignal, ResampleConfig, Resampled, resample};
 pub use reel_io::ErrorKind;
+pub use resample::{CameraGrid, GridSignal, ResampleConfig, Resampled, resample};
 pub use state::{CommitRecord, Quarantine, StateStore};
 
 /// Version of the ingest pipeline stamped on every output (provenance).

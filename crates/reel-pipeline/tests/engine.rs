@@ -384,10 +384,22 @@ fn a_worker_without_the_h264_encoder_fails_the_batch_and_quarantines_nothing() {
         .run(&batch, &RunOptions::default(), &|_| {})
         .expect_err("no encoder, no ingest");
     assert_eq!(err.kind(), reel_pipeline::ErrorKind::Environment, "{err}");
-    assert!(err.to_string().contains("libx264_not_in_this_build"), "{err}");
-    assert!(objects(&f.store, "quarantine/").is_empty(), "nothing quarantined");
-    assert!(objects(&f.store, "state/").is_empty(), "nothing recorded as done");
-    assert!(objects(&f.store, "episodes/").is_empty(), "no warehouse rows");
+    assert!(
+        err.to_string().contains("libx264_not_in_this_build"),
+        "{err}"
+    );
+    assert!(
+        objects(&f.store, "quarantine/").is_empty(),
+        "nothing quarantined"
+    );
+    assert!(
+        objects(&f.store, "state/").is_empty(),
+        "nothing recorded as done"
+    );
+    assert!(
+        objects(&f.store, "episodes/").is_empty(),
+        "no warehouse rows"
+    );
 
     // The same batch on a good worker ingests everything.
     let good = Pipeline::new(f.landing.clone(), f.store.clone(), config("1.0")).expect("pipeline");
@@ -462,17 +474,29 @@ fn two_recordings_under_one_episode_id_never_become_one() {
     );
     let copied = &reports[2].quarantined;
     assert_eq!(copied.len(), 1, "{copied:?}");
-    assert!(copied[0].reason.contains("same bytes"), "{}", copied[0].reason);
+    assert!(
+        copied[0].reason.contains("same bytes"),
+        "{}",
+        copied[0].reason
+    );
 
     // One canonical episode, made from the first recording, and one warehouse row for it.
     let canonical = store.source(&format!("canonical/{id}.mcap"));
     let reader = EpisodeReader::open(&canonical as &dyn ByteSource).expect("canonical");
     let summary = &reader.metadata()["episode"]["reel.summary"];
-    assert!(summary.contains(&format!("\"landing_key\":\"{}\"", key("robot-a"))), "{summary}");
-    assert_eq!(warehouse_ids(&store, &Pipeline::warehouse_part_key("b0", "1.0")), [id.clone()]);
+    assert!(
+        summary.contains(&format!("\"landing_key\":\"{}\"", key("robot-a"))),
+        "{summary}"
+    );
+    assert_eq!(
+        warehouse_ids(&store, &Pipeline::warehouse_part_key("b0", "1.0")),
+        [id.clone()]
+    );
     for batch in ["b1", "b2"] {
         assert!(
-            store.len_of(&Pipeline::warehouse_part_key(batch, "1.0")).is_err(),
+            store
+                .len_of(&Pipeline::warehouse_part_key(batch, "1.0"))
+                .is_err(),
             "batch {batch} must write no row for a recording it did not ingest"
         );
     }

@@ -40,8 +40,8 @@ mod scale;
 pub use scale::RgbConversion;
 
 pub use decode::{H264Decoder, ImageDecoder, ImageFormat, Picture};
-pub use reel_io::ErrorKind;
 pub use encode::{ChromaFormat, DEFAULT_ENCODER, EncodedFrame, EncoderConfig, H264Encoder};
+pub use reel_io::ErrorKind;
 
 /// Errors of encoding and decoding.
 #[derive(Debug, thiserror::Error)]

@@ -162,7 +162,9 @@ impl Pipeline {
         };
         let processed = match process_episode(landing_key, id, &landing, &self.config) {
             Ok(processed) => processed,
-            Err(e) if e.kind() == ErrorKind::BadInput => return self.quarantine(landing_key, id, e),
+            Err(e) if e.kind() == ErrorKind::BadInput => {
+                return self.quarantine(landing_key, id, e);
+            }
             Err(e) => return Err(e),
         };
         let episode_id = &processed.summary.episode_id;
