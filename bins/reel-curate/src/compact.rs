@@ -4,22 +4,28 @@
 //! later are merged at query time until the next compaction. Prints one JSON
 //! line (id, rows, parts, bytes, covered files, written, seconds) on stdout.
 
+use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
 use reel_curate::{CompactionState, Warehouse, compact};
 
+const EXAMPLES: &str = "\
+Examples:
+  reel-compact --warehouse store/
+  reel-compact --warehouse 's3://robots/warehouse?region=eu-west-1'";
+
 /// Compact the episode warehouse for fast curation.
 #[derive(Debug, Parser)]
-#[command(version, about)]
-struct Args {
+#[command(name = "reel-compact", version, about, after_help = EXAMPLES)]
+pub struct Args {
     /// The warehouse: a local folder or s3://bucket/prefix?endpoint=….
     #[arg(long)]
     warehouse: String,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// Compacts the warehouse (nothing to do when its compaction is current).
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let warehouse = Warehouse::open(&args.warehouse)?;
     match warehouse.compaction_state() {
@@ -58,5 +64,5 @@ fn main() -> anyhow::Result<()> {
             "seconds": seconds,
         })
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 //! samples, snapshot, seconds) on stdout.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -10,10 +11,16 @@ use clap::Parser;
 use reel_curate::{CompactionState, Warehouse, curate_to_manifest};
 use reel_manifest::SamplingRule;
 
+const EXAMPLES: &str = "\
+Examples:
+  reel-curate --warehouse store/ --sql \"SELECT * FROM episodes WHERE task = 'fold_towel'\" -o train.arrow
+  reel-curate --warehouse store/ --sql-file s3://robots/queries/train.sql -o train.arrow \\
+    --anchor-hz 30 --before 2 --after 1 --upload manifests/run-1.arrow";
+
 /// Curate a training set: SELECT … FROM episodes WHERE … → manifest.arrow.
 #[derive(Debug, Parser)]
-#[command(version, about)]
-struct Args {
+#[command(name = "reel-curate", version, about, after_help = EXAMPLES)]
+pub struct Args {
     /// The warehouse: a local folder or s3://bucket/prefix?endpoint=….
     #[arg(long)]
     warehouse: String,
@@ -24,9 +31,9 @@ struct Args {
         required_unless_present = "sql_file"
     )]
     sql: Option<String>,
-    /// Read the query from a file.
+    /// Read the query from a file (a path or store URI).
     #[arg(long)]
-    sql_file: Option<PathBuf>,
+    sql_file: Option<String>,
     /// The manifest to write (atomically).
     #[arg(short, long)]
     output: PathBuf,
@@ -47,13 +54,11 @@ struct Args {
     store: Option<String>,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// Runs the query and writes the manifest.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let sql = match (&args.sql, &args.sql_file) {
         (Some(sql), _) => sql.clone(),
-        (None, Some(file)) => {
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
-        }
+        (None, Some(file)) => reel_cli::read_text_input(file)?,
         (None, None) => anyhow::bail!("give --sql or --sql-file"),
     };
     anyhow::ensure!(
@@ -109,5 +114,5 @@ fn main() -> anyhow::Result<()> {
             "seconds": seconds,
         })
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

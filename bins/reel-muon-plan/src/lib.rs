@@ -1,21 +1,28 @@
 //! reel-muon-plan: predicts sharded Muon step times for global and hybrid sharding and picks one.
 //!
 //! Prints one JSON line on stdout (both predictions and the choice) and a summary on stderr.
+//! The `reel-muon-plan` binary and `reel muon-plan` both run [`run`].
 
-use std::path::PathBuf;
+use std::path::Path;
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
 use reel_muon::Topology;
 use reel_muon::cost::{Gpu, ModelShapes, choose, crossover};
 
+const EXAMPLES: &str = "\
+Examples:
+  reel-muon-plan --shapes testdata/shapes-small.toml --nodes 4 --gpus-per-node 8
+  reel-muon-plan --shapes shapes.toml --nodes 64 --gpus-per-node 8 --gpu h200 --crossover-up-to 256";
+
 /// Predict the optimizer step of global vs hybrid (intra-node) Muon sharding, and choose.
 #[derive(Debug, Parser)]
-#[command(version)]
-struct Args {
-    /// Shapes TOML file (see testdata/shapes-*.toml).
+#[command(name = "reel-muon-plan", version, about, after_help = EXAMPLES)]
+pub struct Args {
+    /// Shapes TOML file, a path or store URI (see testdata/shapes-*.toml).
     #[arg(long)]
-    shapes: PathBuf,
+    shapes: String,
     /// Nodes in the job.
     #[arg(long)]
     nodes: usize,
@@ -43,9 +50,12 @@ struct Args {
     crossover_up_to: Option<usize>,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let model = ModelShapes::load(&args.shapes)?;
+/// Predicts both strategies and prints the choice.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let model = ModelShapes::parse(
+        &reel_cli::read_text_input(&args.shapes)?,
+        Path::new(&args.shapes),
+    )?;
     let topology = Topology::new(args.nodes, args.gpus_per_node)?;
     let mut hw = args.gpu.hardware(args.nics);
     if let Some(tflops) = args.gemm_tflops {
@@ -106,5 +116,5 @@ fn main() -> anyhow::Result<()> {
         "{}",
         serde_json::to_string(&line).context("encoding the prediction")?
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,30 +2,37 @@
 //!
 //! Inputs and outputs are local paths or S3 URIs. One JSON line per input on stdout (the
 //! pack report, or `{"input", "error"}`); progress on stderr. Exits non-zero if any input
-//! failed.
+//! failed. The `reel-pack` binary and `reel pack` both run [`run`].
 
 use std::io::Write;
+use std::process::ExitCode;
 use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use reel_io::StoreOptions;
 use reel_mcap::PackConfig;
 
+const EXAMPLES: &str = "\
+Examples:
+  reel-pack landing/ep-000.mcap -o canonical/ep-000.mcap
+  reel-pack landing/*.mcap -o canonical/ --gop 30 --crf 23 -j 4
+  reel-pack 's3://robots/landing/ep-7.mcap?region=eu-west-1' -o 's3://robots/canonical?region=eu-west-1' \\
+    --config s3://robots/config/pack.toml";
+
 /// Pack landing MCAPs (ROS 2 cdr or Foxglove protobuf/JSON; JPEG, PNG or raw frames) into
 /// canonical topic-group MCAPs with H.264 cameras.
 #[derive(Debug, Parser)]
-#[command(version, about)]
-struct Args {
+#[command(name = "reel-pack", version, about, after_help = EXAMPLES)]
+pub struct Args {
     /// Landing MCAP files (paths or s3:// URIs).
     #[arg(required = true)]
     inputs: Vec<String>,
     /// Output file for one input; output folder (or S3 prefix) for several.
     #[arg(short, long)]
     output: String,
-    /// TOML config: topic → group rules, skips, encoder settings.
+    /// TOML config: topic → group rules, skips, encoder settings (a path or store URI).
     #[arg(long)]
     config: Option<String>,
     /// Frames per GOP (and per camera chunk).
@@ -41,8 +48,11 @@ struct Args {
     #[arg(long)]
     skip_bad_frames: bool,
     /// Inputs packed in parallel (default: all cores).
-    #[arg(long)]
+    #[arg(short, long)]
     jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 /// Whether a path or URI names an `.mcap` file (ignoring an S3 URI's query).
@@ -71,14 +81,11 @@ fn output_for(args: &Args, input: &str) -> String {
     format!("{}/{file}{query}", dir.trim_end_matches('/'))
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// Packs every input; one JSON line each on stdout.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     reel_video::quiet_ffmpeg_logs();
     let mut config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-            PackConfig::from_toml(path, &text)?
-        }
+        Some(path) => PackConfig::from_toml(path, &reel_cli::read_text_input(path)?)?,
         None => PackConfig::default(),
     };
     if let Some(gop) = args.gop {
@@ -105,10 +112,10 @@ fn main() -> anyhow::Result<()> {
     }
 
     let options = StoreOptions::default();
-    let bar = ProgressBar::new(args.inputs.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} episodes {elapsed} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    let bar = reel_cli::progress_bar(
+        args.inputs.len() as u64,
+        "{bar:40} {pos}/{len} episodes {elapsed} {msg}",
+        args.quiet,
     );
     let stdout = Mutex::new(std::io::stdout());
     let failures = Mutex::new(0usize);
@@ -122,7 +129,7 @@ fn main() -> anyhow::Result<()> {
                 Ok(report) => serde_json::to_string(&report).unwrap_or_default(),
                 Err(e) => {
                     *failures.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-                    bar.suspend(|| eprintln!("error: {e}"));
+                    bar.suspend(|| eprintln!("reel-pack: error: {e}"));
                     serde_json::json!({ "input": input, "error": e.to_string() }).to_string()
                 }
             };
@@ -136,5 +143,5 @@ fn main() -> anyhow::Result<()> {
     if failures > 0 {
         bail!("{failures} of {} inputs failed", args.inputs.len());
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,19 +2,26 @@
 //! balanced batches, one per worker of a Kubernetes Indexed Job or a Slurm array.
 //!
 //! Writes the plan (JSON) atomically, prints one JSON line with its shape on stdout and
-//! the imbalance on stderr.
+//! the imbalance on stderr. The `reel-plan` binary and `reel plan` both run [`run`].
 
 use std::collections::BTreeSet;
+use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Parser;
 use reel_io::Store;
 use reel_pipeline::{BatchTarget, current_landing_keys, list_landing, make_plan};
 
+const EXAMPLES: &str = "\
+Examples:
+  reel-plan landing/ -o plan.json --batches 4
+  reel-plan 's3://robots/landing?region=eu-west-1' -o plan.json --batch-bytes 20GiB
+  reel-plan landing/ -o stale.json --stale-in store/ --pipeline-version 0.2.0";
+
 /// Bin-pack landing episodes into balanced ingest batches (first-fit decreasing by bytes).
 #[derive(Debug, Parser)]
-#[command(version, about)]
-struct Args {
+#[command(name = "reel-plan", version, about, after_help = EXAMPLES)]
+pub struct Args {
     /// Landing folder or `s3://bucket/prefix?endpoint=…` (episodes are its `*.mcap` objects).
     landing: String,
     /// Plan file to write.
@@ -23,8 +30,8 @@ struct Args {
     /// Number of batches (balanced by bytes).
     #[arg(long, conflicts_with = "batch_bytes")]
     batches: Option<usize>,
-    /// Batch capacity in bytes (first-fit decreasing).
-    #[arg(long)]
+    /// Batch capacity (first-fit decreasing): bytes, or a size such as 512MiB or 20GB.
+    #[arg(long, value_parser = reel_cli::parse_size, value_name = "SIZE")]
     batch_bytes: Option<u64>,
     /// Leave out episodes whose canonical episode in this store is already of
     /// `--pipeline-version` (plan only the stale and the new).
@@ -35,8 +42,8 @@ struct Args {
     pipeline_version: Option<String>,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// Lists the landing store, plans and writes the plan.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let target = match (args.batches, args.batch_bytes) {
         (Some(0), _) => bail!("--batches must be at least 1"),
         (_, Some(0)) => bail!("--batch-bytes must be at least 1"),
@@ -91,5 +98,5 @@ fn main() -> anyhow::Result<()> {
             "imbalance": plan.imbalance,
         })
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

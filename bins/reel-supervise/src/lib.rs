@@ -8,6 +8,7 @@
 //!
 //! Exit status: 0 when the trainer finished, 1 when it failed more often than allowed,
 //! 3 when the node checks failed (the trainer never started), 128 + N after signal N.
+//! The `reel-supervise` binary and `reel supervise` both run [`run`].
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -22,9 +23,16 @@ use reel_resilience::preflight::{PreflightConfig, Target};
 use reel_resilience::supervise::{self, Event, Outcome, SuperviseConfig};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
+const EXAMPLES: &str = "\
+Examples:
+  reel-supervise --checkpoints ckpt/ --heartbeat hb --hang-after 300 -- python train.py
+  reel-supervise --max-restarts 10 --preflight-cache /nvme/reel-cache \\
+    --preflight-manifest 's3://robots/runs/42/train.arrow?region=eu-west-1' -- ./train --config run.toml";
+
+/// Run a trainer; restart it from the last complete checkpoint when it crashes or hangs.
 #[derive(Debug, Parser)]
-#[command(name = "reel-supervise", version, about)]
-struct Args {
+#[command(name = "reel-supervise", version, about, after_help = EXAMPLES)]
+pub struct Args {
     /// Restarts allowed before giving up.
     #[arg(long, default_value_t = 3)]
     max_restarts: u32,
@@ -50,12 +58,13 @@ struct Args {
     /// Run the node checks on this cache folder before starting (repeatable).
     #[arg(long)]
     preflight_cache: Vec<PathBuf>,
-    /// Manifest for the node checks' working-set checks.
+    /// Manifest for the node checks' working-set checks: a local path, or an object URI
+    /// fetched once per node.
     #[arg(long, requires = "preflight_cache")]
-    preflight_manifest: Option<PathBuf>,
-    /// Thresholds for the node checks (TOML).
+    preflight_manifest: Option<String>,
+    /// Thresholds for the node checks (TOML, a path or store URI).
     #[arg(long, requires = "preflight_cache")]
-    preflight_config: Option<PathBuf>,
+    preflight_config: Option<String>,
     /// Run the node checks again before every restart.
     #[arg(long, requires = "preflight_cache")]
     preflight_on_restart: bool,
@@ -64,8 +73,9 @@ struct Args {
     command: Vec<OsString>,
 }
 
-fn main() -> Result<ExitCode> {
-    let args = Args::parse();
+/// Supervises the trainer until it finishes, gives up, fails its node checks or is
+/// signalled.
+pub fn run(args: Args) -> Result<ExitCode> {
     let mut config = SuperviseConfig::new(args.command);
     config.max_restarts = args.max_restarts;
     config.backoff = Duration::from_millis(args.backoff_ms);
@@ -78,13 +88,19 @@ fn main() -> Result<ExitCode> {
     config.kill_grace = Duration::from_millis(args.kill_grace_ms);
     config.trainer_stdout_to_stderr = true;
     if !args.preflight_cache.is_empty() {
-        let thresholds = match &args.preflight_config {
-            Some(path) => PreflightConfig::from_toml_file(path)?,
+        let thresholds: PreflightConfig = match &args.preflight_config {
+            Some(input) => toml::from_str(&reel_cli::read_text_input(input)?)
+                .with_context(|| format!("{input}: not a preflight configuration"))?,
             None => PreflightConfig::default(),
         };
+        let manifest = args
+            .preflight_manifest
+            .as_deref()
+            .map(reel_cli::local_manifest)
+            .transpose()?;
         let target = Target {
             cache_dirs: args.preflight_cache,
-            manifest: args.preflight_manifest,
+            manifest,
         };
         config.preflight = Some((target, thresholds));
         config.preflight_on_restart = args.preflight_on_restart;

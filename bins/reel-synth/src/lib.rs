@@ -3,15 +3,15 @@
 //! One JSON line per episode on stdout (path, bytes, duration, counts per
 //! topic); a progress bar on stderr. The output is a local folder or any store
 //! URI (`s3://bucket/landing?endpoint=…`), so landing episodes can go straight
-//! to object storage.
+//! to object storage. The `reel-synth` binary and `reel synth` both run [`run`].
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::process::ExitCode;
 use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use reel_io::Store;
 use reel_synth::{
@@ -24,14 +24,20 @@ enum FlavorArg {
     Foxglove,
 }
 
+const EXAMPLES: &str = "\
+Examples:
+  reel-synth -o landing/ --episodes 100 --seconds 60 --fault-rate 1 > landing.jsonl
+  reel-synth -o landing/ --episodes 10 --first 100 --flavor foxglove --cameras 2
+  reel-synth -o 's3://robots/landing?region=eu-west-1' --episodes 1000 -j 16 --quiet";
+
 /// Write realistic synthetic robot landing episodes (MCAP) with optional,
 /// ground-truthed fault injection.
 #[derive(Debug, Parser)]
-#[command(version, about)]
-struct Args {
+#[command(name = "reel-synth", version, about, after_help = EXAMPLES)]
+pub struct Args {
     /// Output folder (created if missing) or store URI (`s3://bucket/prefix?…`).
-    #[arg(long)]
-    out: String,
+    #[arg(short, long, alias = "out")]
+    output: String,
     /// Number of episodes.
     #[arg(long, default_value_t = 4)]
     episodes: u64,
@@ -76,9 +82,12 @@ struct Args {
     fault: Vec<String>,
     #[arg(long, value_enum, default_value_t = FlavorArg::Ros2)]
     flavor: FlavorArg,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
+    /// Episodes written in parallel (default: all cores).
+    #[arg(short, long, alias = "threads")]
+    jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 fn fault_rates(args: &Args) -> anyhow::Result<FaultRates> {
@@ -102,8 +111,8 @@ fn fault_rates(args: &Args) -> anyhow::Result<FaultRates> {
     Ok(rates)
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// Writes the episodes; one JSON line each on stdout, a summary on stderr.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = SynthConfig {
         seed: args.seed,
         seconds: args.seconds,
@@ -123,51 +132,53 @@ fn main() -> anyhow::Result<()> {
             FlavorArg::Foxglove => Flavor::Foxglove,
         },
     };
-    if let Some(threads) = args.threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build_global()?;
-    }
-    let progress = ProgressBar::new(args.episodes).with_style(
-        ProgressStyle::with_template(
-            "{spinner} synth {pos}/{len} episodes [{bar:30}] {per_sec} eta {eta}",
-        )?
-        .progress_chars("=> "),
+    // A pool of our own, not the global one: `reel synth` may run inside a process whose
+    // global pool is already built.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs.unwrap_or(0))
+        .build()?;
+    let progress = reel_cli::progress_bar(
+        args.episodes,
+        "{spinner} synth {pos}/{len} episodes [{bar:30}] {per_sec} eta {eta}",
+        args.quiet,
     );
-    let store = Store::open(&args.out).with_context(|| format!("opening {}", args.out))?;
+    progress.set_style(progress.style().progress_chars("=> "));
+    let store = Store::open(&args.output).with_context(|| format!("opening {}", args.output))?;
     let stdout = Mutex::new(std::io::stdout());
     let summary = Mutex::new(Summary::default());
-    let failures: Vec<String> = (args.first..args.first + args.episodes)
-        .into_par_iter()
-        .filter_map(|index| {
-            let result = write_to(&store, &config, index)
-                .and_then(|written| Ok((serde_json::to_string(&written)?, written)));
-            progress.inc(1);
-            match result {
-                Ok((line, written)) => {
-                    summary
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .add(&written.report);
-                    let mut out = stdout.lock().unwrap_or_else(|e| e.into_inner());
-                    writeln!(out, "{line}")
-                        .err()
-                        .map(|e| format!("episode {index}: stdout: {e}"))
+    let failures: Vec<String> = pool.install(|| {
+        (args.first..args.first + args.episodes)
+            .into_par_iter()
+            .filter_map(|index| {
+                let result = write_to(&store, &config, index)
+                    .and_then(|written| Ok((serde_json::to_string(&written)?, written)));
+                progress.inc(1);
+                match result {
+                    Ok((line, written)) => {
+                        summary
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .add(&written.report);
+                        let mut out = stdout.lock().unwrap_or_else(|e| e.into_inner());
+                        writeln!(out, "{line}")
+                            .err()
+                            .map(|e| format!("episode {index}: stdout: {e}"))
+                    }
+                    Err(e) => Some(format!("episode {index}: {e:#}")),
                 }
-                Err(e) => Some(format!("episode {index}: {e:#}")),
-            }
-        })
-        .collect();
+            })
+            .collect()
+    });
     progress.finish_and_clear();
     for failure in &failures {
         eprintln!("reel-synth: {failure}");
     }
     let summary = summary.into_inner().unwrap_or_else(|e| e.into_inner());
-    summary.print(&args.out, config.cameras);
+    summary.print(&args.output, config.cameras);
     if !failures.is_empty() {
         bail!("{} of {} episodes failed", failures.len(), args.episodes);
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// One episode as written, for the JSON line on stdout.

@@ -12,6 +12,7 @@
 //! exiting or touching the heartbeat again.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -55,8 +56,11 @@ struct Args {
 
 const STATE_WORDS: usize = 4;
 
-fn main() -> Result<()> {
-    let args = Args::parse();
+fn main() -> ExitCode {
+    reel_cli::run_main(run)
+}
+
+fn run(args: Args) -> Result<ExitCode> {
     let restart: u32 = env_number(ENV_RESTART_COUNT)?.unwrap_or(0) as u32;
     let resume: Option<u64> = env_number(ENV_RESUME_STEP)?;
     let heartbeat = std::env::var_os(ENV_HEARTBEAT_FILE).map(PathBuf::from);
@@ -110,7 +114,7 @@ fn main() -> Result<()> {
         let json = serde_json::json!({ "steps": args.steps, "state": hex });
         write_atomic(path, json.to_string().as_bytes())?;
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 fn restore(checkpoints: &CheckpointDir, step: u64) -> Result<[u64; STATE_WORDS]> {
