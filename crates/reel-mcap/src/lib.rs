@@ -12,7 +12,9 @@
 //! * [`EpisodeReader`] reads an episode over any [`reel_io::ByteSource`]: summary in at most
 //!   two ranged reads, then [`EpisodeReader::read_window`], [`EpisodeReader::signals`] and
 //!   [`EpisodeReader::frames`].
-//! * [`inspect`] describes the layout of any MCAP.
+//! * [`inspect`] describes the layout of any MCAP; [`doctor`] checks one against the MCAP
+//!   specification and the canonical rules and names every problem; [`cat_messages`]
+//!   gives its messages as JSON.
 //!
 //! ```
 //! use reel_io::{ByteSource, CountingSource, MemorySource};
@@ -46,17 +48,21 @@
 //! # Ok::<(), reel_mcap::Error>(())
 //! ```
 
+mod doctor;
 mod inspect;
 mod landing;
+mod message_json;
 mod pack;
 pub mod proto;
 mod reader;
 mod writer;
 
+pub use doctor::{DoctorOptions, DoctorReport, Problem, doctor};
 pub use inspect::{ChannelSummary, ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
 pub use landing::{
     ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingSignal, read_landing,
 };
+pub use message_json::{MessageJson, cat_messages, decode_message};
 pub use pack::{PackConfig, PackReport, TopicRule, pack, pack_episode, prepare_episode};
 pub use reader::{DecodedGop, EpisodeReader, PlannedGop, RawMessage, SignalWindow};
 pub use writer::{
