@@ -66,11 +66,42 @@ impl PipelineConfig {
         config.validate()?;
         Ok(config)
     }
+
+    /// Parses a TOML config, the same settings as [`PipelineConfig::from_json`]
+    /// (`pipeline_version`, then `[resample]`, `[qc]`, `[encode]` tables, each optional);
+    /// `name` is used in errors.
+    pub fn from_toml(name: &str, text: &str) -> Result<Self> {
+        let config: Self = toml::from_str(text)
+            .map_err(|e| Error::Config(format!("{name}: invalid TOML: {e}")))?;
+        config.validate()?;
+        Ok(config)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn toml_configs_read_like_json_ones() -> Result<()> {
+        let from_toml = PipelineConfig::from_toml(
+            "ingest.toml",
+            "pipeline_version = \"2.1\"\n[resample]\nstate_hz = 100.0\n[qc]\nmin_frozen_s = 2.0\n",
+        )?;
+        let from_json = PipelineConfig::from_json(
+            "ingest.json",
+            r#"{"pipeline_version": "2.1", "resample": {"state_hz": 100}, "qc": {"min_frozen_s": 2}}"#,
+        )?;
+        assert_eq!(from_toml, from_json);
+        let error = PipelineConfig::from_toml("ingest.toml", "[qc]\nno_such_threshold = 1\n")
+            .expect_err("unknown field")
+            .to_string();
+        assert!(
+            error.contains("ingest.toml") && error.contains("no_such_threshold"),
+            "{error}"
+        );
+        Ok(())
+    }
 
     #[test]
     fn configs_parse_partially_and_reject_bad_values() -> Result<()> {
