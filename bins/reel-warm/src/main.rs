@@ -6,13 +6,13 @@
 //! if the working set cannot fit in the cache. Safe to rerun after a crash: blocks already
 //! cached are kept and only missing ones are fetched.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use reel_cache::{BlockCache, CacheConfig, WarmItem, WarmOptions};
+use reel_cache::{BlockCache, CacheConfig, WarmOptions, WorkingSet};
 use reel_io::Store;
 
 #[derive(Debug, Parser)]
@@ -73,7 +73,7 @@ fn main() -> Result<()> {
             reel_loader::working_set(&manifest, &spec, &store)
                 .context("finding what the loader reads")?
         }
-        None => working_set(&manifest)?,
+        None => whole_objects(&manifest)?.warm_items(),
     };
 
     let mut config = CacheConfig::new(args.cache[0].clone(), 0);
@@ -84,7 +84,7 @@ fn main() -> Result<()> {
     let cache = BlockCache::for_store(config.clone(), &store)?;
     config.capacity = match args.capacity {
         Some(capacity) => capacity,
-        None => default_capacity(&cache, &args.cache[0])?,
+        None => reel_cache::default_capacity(&cache)?,
     };
     let cache = BlockCache::for_store(config, &store)?;
 
@@ -97,7 +97,7 @@ fn main() -> Result<()> {
             Some(
                 args.pin
                     .clone()
-                    .unwrap_or_else(|| default_pin_name(manifest.path())),
+                    .unwrap_or_else(|| reel_cache::default_pin_name(manifest.path())),
             )
         },
     };
@@ -163,37 +163,13 @@ fn main() -> Result<()> {
 
 /// The working set of a manifest: every byte of every listed episode, in manifest order
 /// without repeats (`--spec` narrows it to what a loader reads).
-fn working_set(manifest: &reel_manifest::Manifest) -> Result<Vec<WarmItem>> {
-    Ok(manifest
+fn whole_objects(manifest: &reel_manifest::Manifest) -> Result<WorkingSet> {
+    let objects = manifest
         .distinct_objects()?
         .iter()
-        .map(|episode| Ok(WarmItem::whole(episode.uri()?)))
-        .collect::<Result<_, reel_manifest::ManifestError>>()?)
-}
-
-fn default_capacity(cache: &BlockCache, dir: &Path) -> Result<u64> {
-    let stat = rustix::fs::statvfs(dir).with_context(|| format!("statvfs {}", dir.display()))?;
-    let free = stat.f_bavail.saturating_mul(stat.f_frsize);
-    Ok(cache.usage()?.used_bytes + free / 10 * 9)
-}
-
-fn default_pin_name(manifest: &Path) -> String {
-    let absolute = std::path::absolute(manifest).unwrap_or_else(|_| manifest.to_owned());
-    let stem: String = manifest
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let hash = twox_hash::XxHash3_64::oneshot(absolute.to_string_lossy().as_bytes());
-    format!("{stem}-{hash:016x}")
+        .map(|episode| Ok((episode.uri()?.to_owned(), episode.bytes())))
+        .collect::<Result<Vec<_>, reel_manifest::ManifestError>>()?;
+    Ok(WorkingSet::new(objects))
 }
 
 fn parse_size(text: &str) -> Result<u64> {

@@ -18,7 +18,11 @@
 //! - Misses are coalesced into one ranged GET per run of adjacent blocks, fetched once
 //!   however many threads want them, with bounded concurrency and retries with backoff.
 //! - Capacity is enforced by least-recently-used eviction; pin lists (written by
-//!   [`BlockCache::warm`]) protect a warmed working set from it.
+//!   [`BlockCache::warm`]) protect a warmed working set from it. [`default_capacity`]
+//!   picks a capacity from the disk's free space.
+//! - A [`WorkingSet`] lists the objects a job reads whole (paths and sizes, from any
+//!   source: the cache knows nothing of what they contain), turns them into
+//!   [`WarmItem`]s and measures how much of them a cache holds without a remote request.
 //! - [`CacheMetrics`] counts hits, bytes read from the cache and from the remote,
 //!   evictions and errors, under Alluxio's names.
 //!
@@ -52,21 +56,25 @@
 
 mod block;
 mod cache;
+mod capacity;
 mod config;
 mod coverage;
 mod evict;
 mod metrics;
 mod open_blocks;
 mod warm;
+mod working_set;
 
 use std::path::{Path, PathBuf};
 
 pub use cache::{BlockCache, CachedObject};
+pub use capacity::{default_capacity, free_bytes};
 pub use config::{CacheConfig, DEFAULT_BLOCK_SIZE, DEFAULT_OPEN_BLOCKS, DEFAULT_PAGE_SIZE};
 pub use coverage::{Coverage, cached_coverage};
 pub use evict::{PinList, PinnedObject, ScanReport};
 pub use metrics::CacheMetrics;
 pub use warm::{WarmItem, WarmOptions, WarmPlan, WarmProgress, WarmReport};
+pub use working_set::{WorkingSet, WorkingSetCoverage, WorkingSetObject, default_pin_name};
 
 /// Errors of the cache.
 #[derive(Debug, thiserror::Error)]

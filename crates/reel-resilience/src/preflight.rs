@@ -64,7 +64,7 @@ pub fn run(target: &Target, config: &PreflightConfig) -> Report {
     let working_set = manifest.1;
     checks.push(manifest.0);
     let (coverage, missing_bytes) =
-        working_set::check_coverage(&target.cache_dirs, working_set.as_deref(), &config.cache);
+        working_set::check_coverage(&target.cache_dirs, working_set.as_ref(), &config.cache);
     checks.push(coverage);
     for dir in &target.cache_dirs {
         // Blocks spread evenly over the folders by hash.

@@ -205,12 +205,12 @@ fn read_direct(path: &Path) -> std::io::Result<u64> {
 
 pub(super) fn check_free_space(dir: &Path, missing_bytes: u64, config: &SpaceConfig) -> Check {
     let check = Check::new("cache_free_space", Some(dir), "MiB");
-    let stat = match rustix::fs::statvfs(dir) {
-        Ok(s) => s,
+    // The same free space reel-warm's default capacity starts from.
+    let free = match reel_cache::free_bytes(dir) {
+        Ok(free) => free,
         Err(e) => return check.with(Status::Fail, None, None, format!("statvfs failed: {e}")),
     };
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-    let free = stat.f_bavail.saturating_mul(stat.f_frsize);
     let needed = missing_bytes + (config.headroom_mib << 20);
     check.at_least(
         mib(free),
