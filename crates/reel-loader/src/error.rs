@@ -41,9 +41,10 @@ pub enum LoaderError {
         batch: u64,
         batches: u64,
     },
-    /// A worker thread panicked: a bug, not bad data.
-    #[error("loader worker stopped unexpectedly")]
-    WorkerLost,
+    /// A worker thread panicked building `batch`: a bug, not bad data. The epoch's
+    /// iterator ends with it; its state still names the first batch not delivered.
+    #[error("loader worker lost building batch {batch}: {reason}")]
+    WorkerLost { batch: u64, reason: String },
 }
 
 pub type Result<T, E = LoaderError> = std::result::Result<T, E>;

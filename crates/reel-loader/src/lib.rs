@@ -14,7 +14,8 @@
 //!   overlap and full coverage, shuffled globally or by runs of nearby anchors
 //!   ([`Shuffle::Locality`]: one read and one GOP decode serve a whole run).
 //! - [`LoaderState`] (epoch, batch) resumes a run exactly where it stopped.
-//! - A corrupt episode is skipped and reported in [`Batch::skipped`], never a crash.
+//! - A corrupt episode is skipped and reported in [`Batch::skipped`], never a crash; a
+//!   worker that panics ends the epoch at once with [`LoaderError::WorkerLost`].
 //! - [`pack`] packs variable-length samples (valid steps of a stream) into fixed token
 //!   budgets with `cu_seqlens` and position ids for variable-length attention.
 //! - Workers share decoded GOPs, and wait for one another's decode of the same GOP
@@ -78,6 +79,8 @@ mod loader;
 mod order;
 mod pack;
 mod spec;
+#[cfg(test)]
+mod test_fixture;
 mod working_set;
 
 pub use batch::{Batch, DType, Skipped, Tensor, TensorData};

@@ -1,7 +1,9 @@
 //! The loader: worker threads build batches ahead of the consumer, within a bounded
 //! prefetch window, and the consumer receives them in order.
 
+use std::any::Any;
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
@@ -134,6 +136,9 @@ pub(crate) struct Shared {
     pub options: LoaderOptions,
     frames_decoded: AtomicU64,
     chunks_read: AtomicU64,
+    /// Makes the worker that takes this batch panic, to test how a lost worker surfaces.
+    #[cfg(test)]
+    pub panic_on_batch: std::sync::OnceLock<u64>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -260,6 +265,8 @@ impl Loader {
                 options,
                 frames_decoded: AtomicU64::new(0),
                 chunks_read: AtomicU64::new(0),
+                #[cfg(test)]
+                panic_on_batch: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -283,6 +290,15 @@ impl Loader {
     /// The options.
     pub fn options(&self) -> &LoaderOptions {
         &self.shared.options
+    }
+
+    /// Makes the worker that takes `batch` panic, to test how a lost worker surfaces.
+    #[cfg(test)]
+    pub(crate) fn panic_on_batch(&self, batch: u64) {
+        self.shared
+            .panic_on_batch
+            .set(batch)
+            .expect("the fault is set once per loader");
     }
 
     /// Batches of `epoch` from its start.
@@ -353,6 +369,7 @@ impl Loader {
             workers,
             stats: LoadStats::default(),
             counts_at_start,
+            ended: false,
         })
     }
 }
@@ -366,6 +383,18 @@ struct Control {
     stop: AtomicBool,
 }
 
+impl Control {
+    /// Tells every worker to take no further batch, and wakes those waiting for room.
+    fn stop_all(&self) {
+        {
+            // Under the lock, so no worker misses the wake-up between its check and its wait.
+            let _delivered = self.delivered.lock();
+            self.stop.store(true, Ordering::SeqCst);
+        }
+        self.room.notify_all();
+    }
+}
+
 struct Job {
     shared: Arc<Shared>,
     order: Arc<EpochOrder>,
@@ -377,7 +406,27 @@ struct Job {
 }
 
 impl Job {
+    /// Builds batches until the epoch or the consumer ends. A panic is caught and sent as
+    /// [`LoaderError::WorkerLost`] for the batch this worker held: the consumer waits
+    /// for that batch, and the other workers wait for the consumer, so without it the
+    /// run would stall for ever.
     fn run(self) {
+        let mut held = None;
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.build_batches(&mut held)));
+        if let Err(payload) = outcome {
+            // A panic before the first batch still reports against one, so the consumer
+            // hears of it at once rather than when every other worker has ended.
+            let batch = held.unwrap_or_else(|| self.control.next.fetch_add(1, Ordering::SeqCst));
+            self.control.stop_all();
+            let reason = panic_message(payload.as_ref());
+            let _ = self
+                .tx
+                .send((batch, Err(LoaderError::WorkerLost { batch, reason })));
+        }
+    }
+
+    /// The worker's loop; `held` is the batch it is on, for [`Job::run`] to report.
+    fn build_batches(&self, held: &mut Option<u64>) {
         let mut worker = match Worker::new(Arc::clone(&self.shared)) {
             Ok(w) => w,
             Err(e) => {
@@ -393,6 +442,7 @@ impl Job {
             if b >= self.total {
                 break;
             }
+            *held = Some(b);
             {
                 let mut delivered = match self.control.delivered.lock() {
                     Ok(d) => d,
@@ -412,6 +462,10 @@ impl Job {
             let samples: Vec<u64> = (b * self.batch_size..end)
                 .map(|i| self.order.at(i))
                 .collect();
+            #[cfg(test)]
+            if self.shared.panic_on_batch.get() == Some(&b) {
+                panic!("injected fault in batch {b}");
+            }
             let result = worker.build(self.epoch, b, &samples);
             let counts = worker.counts();
             self.shared
@@ -424,7 +478,19 @@ impl Job {
             if self.tx.send((b, result)).is_err() {
                 break;
             }
+            *held = None;
         }
+    }
+}
+
+/// The text a panic was raised with (`panic!` gives a `&str` or a `String`).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panicked with a value that is not text".to_string()
     }
 }
 
@@ -444,6 +510,8 @@ pub struct Batches {
     /// The loader's decode and read counters when this epoch started (they are shared by
     /// every epoch of the loader).
     counts_at_start: (u64, u64),
+    /// A worker was lost: no further batch comes.
+    ended: bool,
 }
 
 impl std::fmt::Debug for Control {
@@ -489,7 +557,7 @@ impl Iterator for Batches {
     type Item = Result<Batch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.next >= self.total {
+        if self.ended || self.next >= self.total {
             return None;
         }
         loop {
@@ -507,26 +575,40 @@ impl Iterator for Batches {
                 return Some(result);
             }
             match self.rx.recv() {
+                // Surfaces at once, ahead of batches still in order before it: the run
+                // is broken, and waiting on them could wait for ever.
+                Ok((_, Err(lost @ LoaderError::WorkerLost { .. }))) => {
+                    return Some(Err(self.end(lost)));
+                }
                 Ok((b, result)) => {
                     self.pending.insert(b, result);
                 }
                 Err(_) => {
-                    self.next = self.total;
-                    return Some(Err(LoaderError::WorkerLost));
+                    let lost = LoaderError::WorkerLost {
+                        batch: self.next,
+                        reason: "every worker ended before sending it".to_string(),
+                    };
+                    return Some(Err(self.end(lost)));
                 }
             }
         }
     }
 }
 
+impl Batches {
+    /// Ends the iteration on a lost worker, stopping the others; `state()` still names
+    /// the first batch not delivered.
+    fn end(&mut self, lost: LoaderError) -> LoaderError {
+        self.ended = true;
+        self.pending.clear();
+        self.control.stop_all();
+        lost
+    }
+}
+
 impl Drop for Batches {
     fn drop(&mut self) {
-        {
-            // Under the lock, so no worker misses the wake-up between its check and its wait.
-            let _delivered = self.control.delivered.lock();
-            self.control.stop.store(true, Ordering::SeqCst);
-        }
-        self.control.room.notify_all();
+        self.control.stop_all();
         // Workers blocked on sending see the receiver gone; those building finish one batch.
         let (_, rx) = channel();
         drop(std::mem::replace(&mut self.rx, rx));
@@ -535,3 +617,6 @@ impl Drop for Batches {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,88 @@
+//! A small local store of synthesised canonical episodes and a manifest over it, for the
+//! crate's unit tests.
+
+use std::path::PathBuf;
+
+use reel_manifest::{Manifest, ManifestMeta, ManifestRow, ManifestWriter};
+use reel_pipeline::{PipelineConfig, process_episode};
+use reel_synth::{SynthConfig, generate_episode};
+
+use crate::{Loader, LoaderOptions, SampleSpec, Sources};
+
+/// One 64x48 camera at the anchor and a 5-step action chunk: cheap samples.
+const SPEC: &str = r#"
+anchor_hz = 10.0
+[[camera]]
+name = "cam"
+topic = "/camera/high/image_raw/compressed"
+offsets_s = [0.0]
+[[proprio]]
+name = "action"
+topic = "/action"
+kind = "chunk"
+steps = 5
+hz = 50.0
+"#;
+
+pub(crate) struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub manifest: PathBuf,
+    pub spec: SampleSpec,
+}
+
+/// `episodes` episodes of `seconds` each, stored under `canonical/` and listed in order.
+pub(crate) fn fixture(episodes: u64, seconds: f64) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("canonical")).expect("mkdir");
+    let spec = SampleSpec::from_toml_str(SPEC).expect("spec");
+    let synth = SynthConfig {
+        seed: 11,
+        seconds,
+        cameras: 1,
+        width: 64,
+        height: 48,
+        ..SynthConfig::default()
+    };
+    let manifest = dir.path().join("manifest.arrow");
+    let meta = ManifestMeta::new("SELECT * FROM episodes", "test", spec.sampling_rule());
+    let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
+    for i in 0..episodes {
+        let landing = generate_episode(&synth, i).expect("synth");
+        let episode = process_episode(
+            &landing.name,
+            &landing.name,
+            &landing.mcap,
+            &PipelineConfig::default(),
+        )
+        .expect("ingests");
+        let s = &episode.summary;
+        std::fs::write(dir.path().join(&s.canonical_key), &episode.bytes).expect("writes");
+        writer
+            .push(&ManifestRow {
+                episode_id: &s.episode_id,
+                uri: &s.canonical_key,
+                start_ns: s.start_ns as i64,
+                end_ns: s.end_ns as i64,
+                bytes: episode.bytes.len() as u64,
+                camera_frames: s.camera_frames,
+                state_steps: s.state_steps,
+                action_steps: s.action_steps,
+            })
+            .expect("row");
+    }
+    writer.finish().expect("finishes");
+    Fixture {
+        dir,
+        manifest,
+        spec,
+    }
+}
+
+impl Fixture {
+    /// A loader over the fixture's store.
+    pub fn loader(&self, options: LoaderOptions) -> Loader {
+        let store = reel_io::Store::open(self.dir.path().to_str().expect("utf-8")).expect("store");
+        let manifest = Manifest::open(&self.manifest).expect("manifest");
+        Loader::new(manifest, &self.spec, Sources::Store(store), options).expect("loader")
+    }
+}
