@@ -12,11 +12,11 @@ use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use reel_cache::{BlockCache, CacheConfig};
 use reel_io::{Store, split_object_uri};
-use reel_loader::{Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources};
+use reel_loader::{
+    ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources,
+};
 use reel_manifest::{node_manifest_dir, open_uri};
 use serde::Serialize;
-
-mod arrow_dump;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Order {
@@ -168,63 +168,42 @@ fn main() -> anyhow::Result<()> {
     );
     let mut dump = args
         .dump
-        .then(|| arrow_dump::Dump::new(std::io::stdout().lock()));
+        .then(|| ArrowStreamWriter::new(std::io::stdout().lock()));
     let mut waits: Vec<Duration> = Vec::new();
     let mut first_batch = None;
-    let (mut samples, mut skipped, mut frames, mut chunks) = (0u64, 0u64, 0u64, 0u64);
-    let mut state = LoaderState {
-        epoch: args.epoch,
-        batch: 0,
-    };
-    let mut delivered = 0;
     let mut padded = (0u64, 0u64);
     let loading = Instant::now();
-    while delivered < args.batches {
-        let mut batches = loader.resume(state)?;
-        if batches.total_batches() == 0 {
-            bail!("rank {} has no batch in epoch {}", args.rank, state.epoch);
+    let mut epochs = loader.epochs(LoaderState {
+        epoch: args.epoch,
+        batch: 0,
+    });
+    for _ in 0..args.batches {
+        let asked = Instant::now();
+        let Some(batch) = epochs.next() else { break };
+        let batch = batch?;
+        waits.push(asked.elapsed());
+        first_batch.get_or_insert_with(|| started.elapsed());
+        for s in &batch.skipped {
+            eprintln!("skipped {} at {}: {}", s.uri, s.anchor_ns, s.reason);
         }
-        loop {
-            if delivered == args.batches {
-                break;
-            }
-            let asked = Instant::now();
-            let Some(batch) = batches.next() else { break };
-            let batch = batch?;
-            waits.push(asked.elapsed());
-            first_batch.get_or_insert_with(|| started.elapsed());
-            samples += batch.len() as u64;
-            for s in &batch.skipped {
-                eprintln!("skipped {} at {}: {}", s.uri, s.anchor_ns, s.reason);
-            }
-            skipped += batch.skipped.len() as u64;
-            if let Some(budget) = args.pack_budget {
-                let packed = reel_loader::pack(&batch, &args.pack_stream, budget)?;
-                let total = packed.tokens.shape[0] * budget;
-                padded.0 += (packed.padding_fraction * total as f64).round() as u64;
-                padded.1 += total as u64;
-            }
-            if let Some(dump) = dump.as_mut() {
-                dump.write(batch)?;
-            }
-            delivered += 1;
-            progress.inc(1);
+        if let Some(budget) = args.pack_budget {
+            let packed = reel_loader::pack(&batch, &args.pack_stream, budget)?;
+            let total = packed.tokens.shape[0] * budget;
+            padded.0 += (packed.padding_fraction * total as f64).round() as u64;
+            padded.1 += total as u64;
         }
-        let stats = batches.stats();
-        frames += stats.frames_decoded;
-        chunks += stats.chunks_read;
-        state = batches.state();
-        if state.batch == batches.total_batches() {
-            state = LoaderState {
-                epoch: state.epoch + 1,
-                batch: 0,
-            };
+        if let Some(dump) = dump.as_mut() {
+            dump.write(batch)?;
         }
+        progress.inc(1);
     }
+    let (stats, state) = (epochs.stats(), epochs.state());
+    // Stopping the workers is part of the run's time.
+    drop(epochs);
     let seconds = loading.elapsed().as_secs_f64();
     progress.finish_and_clear();
     if let Some(dump) = dump {
-        dump.finish()?;
+        dump.finish()?.flush()?;
     }
     let cpu = cpu_seconds() - cpu_at_start;
     waits.sort();
@@ -233,10 +212,11 @@ fn main() -> anyhow::Result<()> {
             .get(((waits.len() as f64 - 1.0) * q).round() as usize)
             .map_or(0.0, |d| d.as_secs_f64() * 1e3)
     };
+    let samples = stats.samples;
     let report = Report {
-        batches: delivered,
+        batches: stats.batches,
         samples,
-        skipped,
+        skipped: stats.skipped,
         workers: args.workers,
         batch_size: args.batch_size,
         shuffle: match args.shuffle {
@@ -247,9 +227,9 @@ fn main() -> anyhow::Result<()> {
         samples_per_s: samples as f64 / seconds,
         cpu_seconds: cpu,
         samples_per_cpu_s: samples as f64 / cpu.max(1e-9),
-        frames_decoded: frames,
-        frames_decoded_per_s: frames as f64 / seconds,
-        chunks_read: chunks,
+        frames_decoded: stats.frames_decoded,
+        frames_decoded_per_s: stats.frames_decoded as f64 / seconds,
+        chunks_read: stats.chunks_read,
         time_to_first_batch_s: first_batch.map_or(0.0, |d| d.as_secs_f64()),
         batch_wait_p50_ms: quantile(0.5),
         batch_wait_p99_ms: quantile(0.99),

@@ -41,6 +41,9 @@ pub enum LoaderError {
         batch: u64,
         batches: u64,
     },
+    /// An epoch holds no batch on this rank (with `drop_last`, fewer samples than a batch).
+    #[error("rank {rank} has no batch in epoch {epoch}")]
+    NoBatches { epoch: u64, rank: usize },
     /// A worker thread panicked building `batch`: a bug, not bad data. The epoch's
     /// iterator ends with it; its state still names the first batch not delivered.
     #[error("loader worker lost building batch {batch}: {reason}")]

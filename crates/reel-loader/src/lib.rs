@@ -13,7 +13,8 @@
 //! - The order is deterministic for (seed, epoch), sharded by (rank, world) with no
 //!   overlap and full coverage, shuffled globally or by runs of nearby anchors
 //!   ([`Shuffle::Locality`]: one read and one GOP decode serve a whole run).
-//! - [`LoaderState`] (epoch, batch) resumes a run exactly where it stopped.
+//! - [`LoaderState`] (epoch, batch) resumes a run exactly where it stopped;
+//!   [`Loader::epochs`] rolls over from epoch to epoch for runs counted in steps.
 //! - A corrupt episode is skipped and reported in [`Batch::skipped`], never a crash; a
 //!   worker that panics ends the epoch at once with [`LoaderError::WorkerLost`].
 //! - [`pack`] packs variable-length samples (valid steps of a stream) into fixed token
@@ -23,6 +24,8 @@
 //! - With feature `cuda` and [`LoaderOptions::pin_memory`], batch buffers are page-locked
 //!   host memory ([`HostMemory`]), ready for asynchronous copies to the GPU.
 //! - [`working_set`] gives the byte ranges a spec reads, to warm the block cache with.
+//! - [`to_record_batch`] and [`ArrowStreamWriter`] turn batches into Arrow record batches
+//!   and an Arrow IPC stream (a row per sample, a column per tensor).
 //!
 //! ```
 //! use reel_loader::{Loader, LoaderOptions, SampleSpec, Sources};
@@ -71,8 +74,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod arrow;
 mod assemble;
 mod batch;
+mod epochs;
 mod error;
 mod host;
 mod loader;
@@ -83,7 +88,9 @@ mod spec;
 mod test_fixture;
 mod working_set;
 
+pub use arrow::{ArrowExportError, ArrowStreamWriter, SHAPE_KEY, to_record_batch};
 pub use batch::{Batch, DType, Skipped, Tensor, TensorData};
+pub use epochs::Epochs;
 pub use error::{LoaderError, Result};
 pub use host::{Element, HostBuf, HostMemory};
 pub use loader::{Batches, LoadStats, Loader, LoaderOptions, LoaderState, Sources};

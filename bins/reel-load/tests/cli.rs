@@ -1,0 +1,176 @@
+//! `reel-load` against a small store: `--dump` writes exactly the library's Arrow stream
+//! of the batches, across an epoch boundary, and `--json` reports them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use arrow_ipc::reader::StreamReader;
+use reel_loader::{
+    ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources,
+};
+use reel_manifest::{Manifest, ManifestMeta, ManifestRow, ManifestWriter};
+use reel_pipeline::{PipelineConfig, process_episode};
+use reel_synth::{SynthConfig, generate_episode};
+
+const SPEC: &str = r#"
+anchor_hz = 10.0
+[[camera]]
+name = "cam"
+topic = "/camera/high/image_raw/compressed"
+offsets_s = [-0.2, 0.0]
+[[proprio]]
+name = "action"
+topic = "/action"
+kind = "chunk"
+steps = 5
+hz = 50.0
+"#;
+
+const BATCH_SIZE: usize = 4;
+
+/// A store holding one short canonical episode, its manifest and the spec file.
+struct Fixture {
+    dir: tempfile::TempDir,
+    manifest: PathBuf,
+    spec: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("canonical")).expect("mkdir");
+    let spec_path = dir.path().join("spec.toml");
+    std::fs::write(&spec_path, SPEC).expect("writes spec");
+    let spec = SampleSpec::from_toml_str(SPEC).expect("spec");
+    let synth = SynthConfig {
+        seed: 3,
+        seconds: 3.0,
+        cameras: 1,
+        width: 64,
+        height: 48,
+        ..SynthConfig::default()
+    };
+    let landing = generate_episode(&synth, 0).expect("synth");
+    let episode = process_episode(
+        &landing.name,
+        &landing.name,
+        &landing.mcap,
+        &PipelineConfig::default(),
+    )
+    .expect("ingests");
+    let s = &episode.summary;
+    std::fs::write(dir.path().join(&s.canonical_key), &episode.bytes).expect("writes");
+    let manifest = dir.path().join("manifest.arrow");
+    let meta = ManifestMeta::new("SELECT * FROM episodes", "test", spec.sampling_rule());
+    let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
+    writer
+        .push(&ManifestRow {
+            episode_id: &s.episode_id,
+            uri: &s.canonical_key,
+            start_ns: s.start_ns as i64,
+            end_ns: s.end_ns as i64,
+            bytes: episode.bytes.len() as u64,
+            camera_frames: s.camera_frames,
+            state_steps: s.state_steps,
+            action_steps: s.action_steps,
+        })
+        .expect("row");
+    writer.finish().expect("finishes");
+    Fixture {
+        dir,
+        manifest,
+        spec: spec_path,
+    }
+}
+
+/// The loader `reel-load` builds for these arguments (global shuffle, other defaults).
+fn loader(f: &Fixture) -> Loader {
+    let spec = SampleSpec::from_toml_file(&f.spec).expect("spec");
+    let store = reel_io::Store::open(f.dir.path().to_str().expect("utf-8")).expect("store");
+    let options = LoaderOptions {
+        batch_size: BATCH_SIZE,
+        shuffle: Shuffle::Global,
+        ..LoaderOptions::default()
+    };
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    Loader::new(manifest, &spec, Sources::Store(store), options).expect("loader")
+}
+
+fn reel_load(f: &Fixture, batches: u64, extra: &[&str]) -> Vec<u8> {
+    let output = Command::new(env!("CARGO_BIN_EXE_reel-load"))
+        .arg("--manifest")
+        .arg(&f.manifest)
+        .arg("--spec")
+        .arg(&f.spec)
+        .args(["--batch-size", &BATCH_SIZE.to_string()])
+        .args(["--batches", &batches.to_string()])
+        .args(["--shuffle", "global"])
+        .args(extra)
+        .output()
+        .expect("runs reel-load");
+    assert!(
+        output.status.success(),
+        "reel-load failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+fn per_epoch(loader: &Loader) -> u64 {
+    loader.epoch(0).expect("epoch").total_batches()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8")
+}
+
+#[test]
+fn dump_is_the_library_stream_across_an_epoch_boundary() {
+    let f = fixture();
+    let loader = loader(&f);
+    let batches = per_epoch(&loader) + 2;
+    let dumped = reel_load(&f, batches, &["--dump"]);
+
+    let mut expected = ArrowStreamWriter::new(Vec::new());
+    for batch in loader.epochs(LoaderState::default()).take(batches as usize) {
+        expected.write(batch.expect("batch")).expect("writes");
+    }
+    assert!(
+        dumped == expected.finish().expect("finishes"),
+        "the dump differs"
+    );
+
+    let reader = StreamReader::try_new(dumped.as_slice(), None).expect("an Arrow stream");
+    let schema = reader.schema();
+    assert_eq!(
+        schema.field_with_name("cam").expect("cam").metadata()["reel.shape"],
+        "[2,48,64,3]"
+    );
+    let rows: Vec<usize> = reader
+        .map(|r| r.expect("record batch").num_rows())
+        .collect();
+    assert_eq!(rows.len() as u64, batches);
+    assert!(rows.iter().all(|&n| n > 0 && n <= BATCH_SIZE), "{rows:?}");
+}
+
+#[test]
+fn json_reports_the_batches_and_where_the_run_stands() {
+    let f = fixture();
+    let loader = loader(&f);
+    let per_epoch = per_epoch(&loader);
+    let stdout = reel_load(
+        &f,
+        per_epoch + 1,
+        &["--json", "--store", path_str(f.dir.path())],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&stdout).expect("one JSON object");
+    assert_eq!(report["batches"], per_epoch + 1);
+    assert_eq!(report["state"]["epoch"], 1);
+    assert_eq!(report["state"]["batch"], 1);
+    let expected_samples: u64 = loader
+        .epochs(LoaderState::default())
+        .take(per_epoch as usize + 1)
+        .map(|b| b.expect("batch").len() as u64)
+        .sum();
+    assert_eq!(report["samples"], expected_samples);
+    assert!(report["frames_decoded"].as_u64().is_some_and(|n| n > 0));
+}
