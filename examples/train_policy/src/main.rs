@@ -212,51 +212,40 @@ fn main() -> anyhow::Result<()> {
     let mut waited = Duration::ZERO;
     let mut samples = 0u64;
     let start_step = state.step;
-    'train: while state.step < args.steps {
-        let mut batches = train.resume(state.loader)?;
-        loop {
-            if state.step == args.steps {
-                break 'train;
-            }
-            let asked = Instant::now();
-            let Some(batch) = batches.next() else { break };
-            let batch = batch?;
-            waited += asked.elapsed();
-            let ex = examples(&batch, &cameras)?;
-            samples += ex.n as u64;
-            let loss = mlp.loss(&ex, Some(&mut grads));
-            optimizer.step(&mut mlp.params, &grads)?;
-            first_loss.get_or_insert(loss);
-            last_loss = loss;
-            state.step += 1;
-            state.loader = batches.state();
-            if let Some(path) = &heartbeat {
-                std::fs::write(path, state.step.to_string())?;
-            }
-            if state.step.is_multiple_of(20) || state.step == args.steps {
-                eprintln!("step {:>5}  loss {loss:.4}", state.step);
-            }
-            if let Some(dir) = &checkpoints
-                && state.step.is_multiple_of(args.checkpoint_every)
-            {
-                save(dir, &state, &mlp, &optimizer)?;
-            }
-            if args.crash_after == Some(state.step) && resumed_from.is_none() {
-                eprintln!("train-policy: crashing after step {} as asked", state.step);
-                std::process::exit(3);
-            }
-        }
-        if batches.state().batch == batches.total_batches() {
-            state.loader = LoaderState {
-                epoch: state.loader.epoch + 1,
-                batch: 0,
-            };
-        }
-        if batches.total_batches() == 0 {
-            bail!(
+    let mut batches = train.epochs(state.loader);
+    while state.step < args.steps {
+        let asked = Instant::now();
+        let Some(batch) = batches.next() else { break };
+        let batch = batch.map_err(|e| match e {
+            reel_loader::LoaderError::NoBatches { .. } => anyhow::anyhow!(
                 "the training manifest gives no full batch of {}",
                 args.batch_size
-            );
+            ),
+            e => e.into(),
+        })?;
+        waited += asked.elapsed();
+        let ex = examples(&batch, &cameras)?;
+        samples += ex.n as u64;
+        let loss = mlp.loss(&ex, Some(&mut grads));
+        optimizer.step(&mut mlp.params, &grads)?;
+        first_loss.get_or_insert(loss);
+        last_loss = loss;
+        state.step += 1;
+        state.loader = batches.state();
+        if let Some(path) = &heartbeat {
+            std::fs::write(path, state.step.to_string())?;
+        }
+        if state.step.is_multiple_of(20) || state.step == args.steps {
+            eprintln!("step {:>5}  loss {loss:.4}", state.step);
+        }
+        if let Some(dir) = &checkpoints
+            && state.step.is_multiple_of(args.checkpoint_every)
+        {
+            save(dir, &state, &mlp, &optimizer)?;
+        }
+        if args.crash_after == Some(state.step) && resumed_from.is_none() {
+            eprintln!("train-policy: crashing after step {} as asked", state.step);
+            std::process::exit(3);
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
