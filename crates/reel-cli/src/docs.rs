@@ -7,7 +7,7 @@ pub use clap_complete::Shell;
 
 /// Why man pages could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("writing {path}: {source}")]
+#[error("writing {path}")]
 pub struct ManPageError {
     path: PathBuf,
     #[source]

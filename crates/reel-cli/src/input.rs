@@ -10,7 +10,7 @@ use reel_io::{Store, split_object_uri};
 #[non_exhaustive]
 pub enum InputError {
     /// A local file that could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Local {
         /// The path as given.
         path: String,
@@ -28,7 +28,7 @@ pub enum InputError {
         name: String,
     },
     /// A manifest that could not be fetched or mapped.
-    #[error("manifest {uri}: {source}")]
+    #[error("manifest {uri}")]
     Manifest {
         /// The path or URI.
         uri: String,
