@@ -17,7 +17,7 @@ Examples:
 
 /// Compact the episode warehouse for fast curation.
 #[derive(Debug, Parser)]
-#[command(name = "reel-compact", version, about, after_help = EXAMPLES)]
+#[command(name = "reel-compact", version, after_help = EXAMPLES)]
 pub struct Args {
     /// The warehouse: a local folder or s3://bucket/prefix?endpoint=….
     #[arg(long)]

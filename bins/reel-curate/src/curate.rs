@@ -19,7 +19,7 @@ Examples:
 
 /// Curate a training set: SELECT … FROM episodes WHERE … → manifest.arrow.
 #[derive(Debug, Parser)]
-#[command(name = "reel-curate", version, about, after_help = EXAMPLES)]
+#[command(name = "reel-curate", version, after_help = EXAMPLES)]
 pub struct Args {
     /// The warehouse: a local folder or s3://bucket/prefix?endpoint=….
     #[arg(long)]

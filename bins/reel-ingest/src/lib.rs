@@ -38,7 +38,6 @@ Examples:
 #[command(
     name = "reel-ingest",
     version,
-    about,
     after_help = EXAMPLES,
     args_conflicts_with_subcommands = true
 )]
@@ -159,7 +158,7 @@ fn run_batch(args: RunArgs) -> anyhow::Result<()> {
 
     let (landing_uri, batch, jitter_key) = match (&args.plan, &args.episode) {
         (Some(path), None) => {
-            let text = reel_cli::read_input(path).context("reading the plan")?;
+            let text = reel_cli::read_input(path)?;
             let plan = Plan::from_json(path, &text)?;
             let index = batch_index(&args)?;
             let batch = BatchSpec::from_plan(&plan, index)?;

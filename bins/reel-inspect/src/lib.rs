@@ -25,7 +25,6 @@ Examples:
 #[command(
     name = "reel-inspect",
     version,
-    about,
     after_help = EXAMPLES,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true

@@ -18,7 +18,7 @@ Examples:
 
 /// Predict the optimizer step of global vs hybrid (intra-node) Muon sharding, and choose.
 #[derive(Debug, Parser)]
-#[command(name = "reel-muon-plan", version, about, after_help = EXAMPLES)]
+#[command(name = "reel-muon-plan", version, after_help = EXAMPLES)]
 pub struct Args {
     /// Shapes TOML file, a path or store URI (see testdata/shapes-*.toml).
     #[arg(long)]

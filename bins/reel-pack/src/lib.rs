@@ -24,7 +24,7 @@ Examples:
 /// Pack landing MCAPs (ROS 2 cdr or Foxglove protobuf/JSON; JPEG, PNG or raw frames) into
 /// canonical topic-group MCAPs with H.264 cameras.
 #[derive(Debug, Parser)]
-#[command(name = "reel-pack", version, about, after_help = EXAMPLES)]
+#[command(name = "reel-pack", version, after_help = EXAMPLES)]
 pub struct Args {
     /// Landing MCAP files (paths or s3:// URIs).
     #[arg(required = true)]

@@ -20,7 +20,7 @@ Examples:
 
 /// Bin-pack landing episodes into balanced ingest batches (first-fit decreasing by bytes).
 #[derive(Debug, Parser)]
-#[command(name = "reel-plan", version, about, after_help = EXAMPLES)]
+#[command(name = "reel-plan", version, after_help = EXAMPLES)]
 pub struct Args {
     /// Landing folder or `s3://bucket/prefix?endpoint=…` (episodes are its `*.mcap` objects).
     landing: String,

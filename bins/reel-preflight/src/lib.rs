@@ -21,7 +21,7 @@ Examples:
 /// Check a node (cache disk, free space, working-set coverage, memory, clocks, GPUs)
 /// before a job starts.
 #[derive(Debug, Parser)]
-#[command(name = "reel-preflight", version, about, after_help = EXAMPLES)]
+#[command(name = "reel-preflight", version, after_help = EXAMPLES)]
 pub struct Args {
     /// Node-local cache folder; repeat for a cache spread over several disks.
     #[arg(long, required = true)]

@@ -31,7 +31,7 @@ Examples:
 
 /// Run a trainer; restart it from the last complete checkpoint when it crashes or hangs.
 #[derive(Debug, Parser)]
-#[command(name = "reel-supervise", version, about, after_help = EXAMPLES)]
+#[command(name = "reel-supervise", version, after_help = EXAMPLES)]
 pub struct Args {
     /// Restarts allowed before giving up.
     #[arg(long, default_value_t = 3)]

@@ -33,7 +33,7 @@ Examples:
 /// Write realistic synthetic robot landing episodes (MCAP) with optional,
 /// ground-truthed fault injection.
 #[derive(Debug, Parser)]
-#[command(name = "reel-synth", version, about, after_help = EXAMPLES)]
+#[command(name = "reel-synth", version, after_help = EXAMPLES)]
 pub struct Args {
     /// Output folder (created if missing) or store URI (`s3://bucket/prefix?…`).
     #[arg(short, long, alias = "out")]
