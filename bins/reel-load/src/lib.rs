@@ -1,0 +1,309 @@
+//! `reel-load`: runs the loader over a manifest for K batches and reports what a trainer
+//! would see — samples/s, frames decoded/s, batch latency, time to first batch, peak RSS —
+//! or (`--dump`) writes the batches to stdout as an Arrow IPC stream for shell pipelines.
+//! The `reel-load` binary and `reel load` both run [`run`].
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use reel_cache::{BlockCache, CacheConfig};
+use reel_io::{Store, split_object_uri};
+use reel_loader::{
+    ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources,
+};
+use reel_manifest::{node_manifest_dir, open_uri};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Order {
+    Global,
+    Locality,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  reel-load --manifest train.arrow --spec testdata/spec.toml --batches 100 --json
+  reel-load --manifest train.arrow --spec spec.toml --store store/ --cache /nvme/reel-cache \\
+    --cache-capacity 64GiB -j 4 --batches 100 --dump | python my_consumer.py
+  reel-load --manifest 's3://robots/runs/42/train.arrow?region=eu-west-1' \\
+    --spec s3://robots/runs/42/spec.toml --rank 3 --world 8 --shuffle global --quiet";
+
+/// Run the Reel dataloader over a manifest and report throughput, or dump batches as Arrow.
+#[derive(Debug, Parser)]
+#[command(name = "reel-load", version, after_help = EXAMPLES)]
+pub struct Args {
+    /// Training manifest (Arrow IPC file, memory-mapped): a local path, or an object URI
+    /// (`s3://bucket/runs/42/train.arrow?…`) fetched once per node.
+    #[arg(long)]
+    manifest: String,
+    /// Sample spec (TOML): a path or store URI.
+    #[arg(long)]
+    spec: String,
+    /// Store the manifest's URIs are relative to: a folder or s3://bucket/prefix.
+    /// Defaults to the manifest's folder.
+    #[arg(long)]
+    store: Option<String>,
+    /// Read through the node's block cache in this folder.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Cache capacity (with --cache): bytes or a size such as 64GiB or 500GB.
+    #[arg(long, value_parser = reel_cli::parse_size, default_value = "64GiB", value_name = "SIZE")]
+    cache_capacity: u64,
+    /// Cache capacity in GiB (the older spelling of --cache-capacity).
+    #[arg(long, hide = true, conflicts_with = "cache_capacity")]
+    cache_gib: Option<f64>,
+    #[arg(long, default_value_t = 8)]
+    batch_size: usize,
+    /// Decoding worker threads.
+    #[arg(short, long, alias = "workers", default_value_t = 2)]
+    jobs: usize,
+    /// Batches to deliver (continuing into the next epochs when one ends).
+    #[arg(long, default_value_t = 50)]
+    batches: u64,
+    #[arg(long, default_value_t = 4)]
+    prefetch: usize,
+    #[arg(long, default_value_t = 0)]
+    rank: usize,
+    #[arg(long, default_value_t = 1)]
+    world: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Epoch to start in.
+    #[arg(long, default_value_t = 0)]
+    epoch: u64,
+    #[arg(long, value_enum, default_value_t = Order::Locality)]
+    shuffle: Order,
+    /// Samples drawn from each opened window (locality shuffle).
+    #[arg(long, default_value_t = 10)]
+    run: u64,
+    /// Print the report as one JSON object on stdout.
+    #[arg(long, conflicts_with = "dump")]
+    json: bool,
+    /// Write the batches to stdout as an Arrow IPC stream.
+    #[arg(long)]
+    dump: bool,
+    /// Also pack each batch's valid steps of --pack-stream into rows of this many tokens
+    /// and report the padding fraction.
+    #[arg(long)]
+    pack_budget: Option<usize>,
+    /// Numeric stream (spec name) to pack.
+    #[arg(long, default_value = "state")]
+    pack_stream: String,
+    /// Allocate batches in page-locked memory through this CUDA device (built with
+    /// feature `cuda`; pageable memory where CUDA is absent, as the report says).
+    #[arg(long, value_name = "DEVICE")]
+    pin_memory: Option<usize>,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    batches: u64,
+    samples: u64,
+    skipped: u64,
+    workers: usize,
+    batch_size: usize,
+    shuffle: String,
+    seconds: f64,
+    samples_per_s: f64,
+    cpu_seconds: f64,
+    samples_per_cpu_s: f64,
+    frames_decoded: u64,
+    frames_decoded_per_s: f64,
+    chunks_read: u64,
+    time_to_first_batch_s: f64,
+    batch_wait_p50_ms: f64,
+    batch_wait_p99_ms: f64,
+    peak_rss_mib: f64,
+    cache_hit_rate: Option<f64>,
+    pack_padding_fraction: Option<f64>,
+    pinned_memory: bool,
+    state: LoaderState,
+}
+
+/// Loads the batches; the report on stderr (and stdout with `--json`), or the batches on
+/// stdout with `--dump`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    reel_video::quiet_ffmpeg_logs();
+    let started = Instant::now();
+    let cpu_at_start = cpu_seconds();
+    let spec = SampleSpec::from_toml_str(&reel_cli::read_text_input(&args.spec)?)
+        .with_context(|| format!("reading sample spec {}", args.spec))?;
+    let manifest = open_uri(&args.manifest, &node_manifest_dir())
+        .with_context(|| format!("opening manifest {}", args.manifest))?;
+    let store_uri = match &args.store {
+        Some(uri) => uri.clone(),
+        None => split_object_uri(&args.manifest)?.0,
+    };
+    let store = Store::open(&store_uri)?;
+    let (sources, cache) = match &args.cache {
+        Some(dir) => {
+            let capacity = match args.cache_gib {
+                Some(gib) => (gib * (1u64 << 30) as f64) as u64,
+                None => args.cache_capacity,
+            };
+            let config = CacheConfig::new(dir, capacity);
+            let cache = Arc::new(BlockCache::for_store(config, &store)?);
+            (Sources::Cache(Arc::clone(&cache)), Some(cache))
+        }
+        None => (Sources::Store(store), None),
+    };
+    let options = LoaderOptions {
+        batch_size: args.batch_size,
+        workers: args.jobs,
+        prefetch: args.prefetch,
+        seed: args.seed,
+        rank: args.rank,
+        world: args.world,
+        shuffle: match args.shuffle {
+            Order::Global => Shuffle::Global,
+            Order::Locality => Shuffle::Locality { run: args.run },
+        },
+        pin_memory: args.pin_memory,
+        ..LoaderOptions::default()
+    };
+    let loader = Loader::new(manifest, &spec, sources, options)?;
+    let pinned_memory = loader.host_memory().is_pinned();
+    if args.pin_memory.is_some() && !pinned_memory {
+        eprintln!(
+            "reel-load: no CUDA here (or built without feature cuda): batches in pageable memory"
+        );
+    }
+    if loader.total_samples() == 0 {
+        bail!("{}: no samples under this spec", args.manifest);
+    }
+
+    let progress = reel_cli::progress_bar(
+        args.batches,
+        "{bar:40} {pos}/{len} batches {per_sec} eta {eta}",
+        args.quiet || args.dump || !std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    );
+    let mut dump = args
+        .dump
+        .then(|| ArrowStreamWriter::new(std::io::stdout().lock()));
+    let mut waits: Vec<Duration> = Vec::new();
+    let mut first_batch = None;
+    let mut padded = (0u64, 0u64);
+    let loading = Instant::now();
+    let mut epochs = loader.epochs(LoaderState {
+        epoch: args.epoch,
+        batch: 0,
+    });
+    for _ in 0..args.batches {
+        let asked = Instant::now();
+        let Some(batch) = epochs.next() else { break };
+        let batch = batch?;
+        waits.push(asked.elapsed());
+        first_batch.get_or_insert_with(|| started.elapsed());
+        for s in &batch.skipped {
+            eprintln!("skipped {} at {}: {}", s.uri, s.anchor_ns, s.reason);
+        }
+        if let Some(budget) = args.pack_budget {
+            let packed = reel_loader::pack(&batch, &args.pack_stream, budget)?;
+            let total = packed.tokens.shape[0] * budget;
+            padded.0 += (packed.padding_fraction * total as f64).round() as u64;
+            padded.1 += total as u64;
+        }
+        if let Some(dump) = dump.as_mut() {
+            dump.write(batch)?;
+        }
+        progress.inc(1);
+    }
+    let (stats, state) = (epochs.stats(), epochs.state());
+    // Stopping the workers is part of the run's time.
+    drop(epochs);
+    let seconds = loading.elapsed().as_secs_f64();
+    progress.finish_and_clear();
+    if let Some(dump) = dump {
+        dump.finish()?.flush()?;
+    }
+    let cpu = cpu_seconds() - cpu_at_start;
+    waits.sort();
+    let quantile = |q: f64| {
+        waits
+            .get(((waits.len() as f64 - 1.0) * q).round() as usize)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    let samples = stats.samples;
+    let report = Report {
+        batches: stats.batches,
+        samples,
+        skipped: stats.skipped,
+        workers: args.jobs,
+        batch_size: args.batch_size,
+        shuffle: match args.shuffle {
+            Order::Global => "global".into(),
+            Order::Locality => format!("locality(run={})", args.run),
+        },
+        seconds,
+        samples_per_s: samples as f64 / seconds,
+        cpu_seconds: cpu,
+        samples_per_cpu_s: samples as f64 / cpu.max(1e-9),
+        frames_decoded: stats.frames_decoded,
+        frames_decoded_per_s: stats.frames_decoded as f64 / seconds,
+        chunks_read: stats.chunks_read,
+        time_to_first_batch_s: first_batch.map_or(0.0, |d| d.as_secs_f64()),
+        batch_wait_p50_ms: quantile(0.5),
+        batch_wait_p99_ms: quantile(0.99),
+        peak_rss_mib: peak_rss_mib(),
+        cache_hit_rate: cache.map(|c| c.metrics().hit_rate()),
+        pack_padding_fraction: args
+            .pack_budget
+            .map(|_| padded.0 as f64 / padded.1.max(1) as f64),
+        pinned_memory,
+        state,
+    };
+    eprintln!(
+        "{} batches, {} samples ({} skipped) in {:.2} s: {:.1} samples/s, {:.1} samples per CPU-second, \
+         {:.0} frames decoded/s, first batch after {:.3} s, wait p50 {:.1} ms p99 {:.1} ms, peak RSS {:.0} MiB{}",
+        report.batches,
+        report.samples,
+        report.skipped,
+        report.seconds,
+        report.samples_per_s,
+        report.samples_per_cpu_s,
+        report.frames_decoded_per_s,
+        report.time_to_first_batch_s,
+        report.batch_wait_p50_ms,
+        report.batch_wait_p99_ms,
+        report.peak_rss_mib,
+        report
+            .cache_hit_rate
+            .map(|h| format!(", cache hit rate {:.1}%", h * 100.0))
+            .unwrap_or_default()
+    );
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn usage() -> libc::rusage {
+    // SAFETY: getrusage fills the zeroed struct it is given; RUSAGE_SELF is always valid.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    }
+}
+
+/// User plus system CPU time of this process (all threads), seconds.
+fn cpu_seconds() -> f64 {
+    let u = usage();
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn peak_rss_mib() -> f64 {
+    // Linux reports ru_maxrss in KiB.
+    usage().ru_maxrss as f64 / 1024.0
+}
