@@ -80,7 +80,7 @@ at() {
 }
 
 echo "== synth: $episodes landing episodes of ${seconds}s, $cameras cameras" >&2
-"$bin/reel-synth" --out "$(at landing)" --episodes "$episodes" --seconds "$seconds" \
+"$bin/reel-synth" -o "$(at landing)" --episodes "$episodes" --seconds "$seconds" \
   --cameras "$cameras" --seed "$seed" --fault-rate 1.5 > "$work/synth.jsonl"
 
 echo "== plan: bin-pack the landing episodes into 2 ingest batches" >&2
@@ -125,7 +125,7 @@ done
 
 echo "== load: $batches batches of the default sample through the cache" >&2
 "$bin/reel-load" --manifest "$work/manifest.arrow" --spec testdata/spec.toml --store "$store" \
-  --cache "$work/cache" --cache-gib 4 --batch-size 8 --workers "$workers" --batches "$batches" \
+  --cache "$work/cache" --cache-capacity 4GiB --batch-size 8 --jobs "$workers" --batches "$batches" \
   --json > "$work/load.jsonl"
 
 # Training: one supervisor per node runs the node checks, starts the trainer, and

@@ -24,6 +24,6 @@ shift 2
 exec reel-ingest \
   --plan "$plan" \
   --store "$store" \
-  --threads "${SLURM_CPUS_PER_TASK:-8}" \
+  --jobs "${SLURM_CPUS_PER_TASK:-8}" \
   --start-jitter-ms "${REEL_START_JITTER_MS:-30000}" \
   "$@" > "reel-ingest-${SLURM_ARRAY_JOB_ID:-0}_${SLURM_ARRAY_TASK_ID:?not run as an array task}.jsonl"
