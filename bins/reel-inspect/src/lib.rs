@@ -170,8 +170,9 @@ fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
     let topics: Vec<&str> = args.topics.iter().map(String::as_str).collect();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     reel_mcap::cat_messages(&reader, &topics, |message: MessageJson| {
-        serde_json::to_writer(&mut out, &message)?;
-        writeln!(out)?;
+        // Written as an io::Error (not through serde_json's writer), so a reader that
+        // stops early (`| head`) ends the run quietly.
+        writeln!(out, "{}", serde_json::to_string(&message)?)?;
         anyhow::Ok(())
     })?;
     out.flush()?;
