@@ -8,7 +8,7 @@ use arrow_ipc::reader::StreamReader;
 use reel_loader::{
     ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources,
 };
-use reel_manifest::{Manifest, ManifestMeta, ManifestRow, ManifestWriter};
+use reel_manifest::{Manifest, ManifestMeta, ManifestWriter};
 use reel_pipeline::{PipelineConfig, process_episode};
 use reel_synth::{SynthConfig, generate_episode};
 
@@ -62,17 +62,7 @@ fn fixture() -> Fixture {
     let manifest = dir.path().join("manifest.arrow");
     let meta = ManifestMeta::new("SELECT * FROM episodes", "test", spec.sampling_rule());
     let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
-    writer
-        .push(&ManifestRow {
-            episode_id: &s.episode_id,
-            uri: &s.canonical_key,
-            start_ns: s.start_ns as i64,
-            end_ns: s.end_ns as i64,
-            bytes: episode.bytes.len() as u64,
-            camera_frames: s.camera_frames,
-            state_steps: s.state_steps,
-            action_steps: s.action_steps,
-        })
+    writer.push(&s.manifest_row())
         .expect("row");
     writer.finish().expect("finishes");
     Fixture {

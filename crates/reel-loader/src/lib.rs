@@ -29,7 +29,7 @@
 //!
 //! ```
 //! use reel_loader::{Loader, LoaderOptions, SampleSpec, Sources};
-//! use reel_manifest::{Manifest, ManifestMeta, ManifestRow, ManifestWriter};
+//! use reel_manifest::{Manifest, ManifestMeta, ManifestWriter};
 //! use reel_pipeline::{PipelineConfig, process_episode};
 //! use reel_synth::{SynthConfig, generate_episode};
 //!
@@ -58,11 +58,7 @@
 //! let manifest_path = store_dir.path().join("manifest.arrow");
 //! let meta = ManifestMeta::new("SELECT * FROM episodes", "example", spec.sampling_rule());
 //! let mut writer = ManifestWriter::create(&manifest_path, &meta)?;
-//! writer.push(&ManifestRow {
-//!     episode_id: &s.episode_id, uri: &s.canonical_key,
-//!     start_ns: s.start_ns as i64, end_ns: s.end_ns as i64, bytes: episode.bytes.len() as u64,
-//!     camera_frames: s.camera_frames, state_steps: s.state_steps, action_steps: s.action_steps,
-//! })?;
+//! writer.push(&s.manifest_row())?;
 //! writer.finish()?;
 //!
 //! let store = reel_io::Store::open(store_dir.path().to_str().unwrap())?;

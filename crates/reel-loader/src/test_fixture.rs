@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use reel_manifest::{Manifest, ManifestMeta, ManifestRow, ManifestWriter};
+use reel_manifest::{Manifest, ManifestMeta, ManifestWriter};
 use reel_pipeline::{PipelineConfig, process_episode};
 use reel_synth::{SynthConfig, generate_episode};
 
@@ -57,17 +57,7 @@ pub(crate) fn fixture(episodes: u64, seconds: f64) -> Fixture {
         .expect("ingests");
         let s = &episode.summary;
         std::fs::write(dir.path().join(&s.canonical_key), &episode.bytes).expect("writes");
-        writer
-            .push(&ManifestRow {
-                episode_id: &s.episode_id,
-                uri: &s.canonical_key,
-                start_ns: s.start_ns as i64,
-                end_ns: s.end_ns as i64,
-                bytes: episode.bytes.len() as u64,
-                camera_frames: s.camera_frames,
-                state_steps: s.state_steps,
-                action_steps: s.action_steps,
-            })
+        writer.push(&s.manifest_row())
             .expect("row");
     }
     writer.finish().expect("finishes");

@@ -10,7 +10,7 @@ use reel_io::{MmapSource, Store};
 use reel_loader::{
     Batch, EdgePolicy, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources,
 };
-use reel_manifest::{Manifest, ManifestMeta, ManifestRow, ManifestWriter, SamplingRule};
+use reel_manifest::{Manifest, ManifestMeta, ManifestWriter, SamplingRule};
 use reel_mcap::EpisodeReader;
 use reel_pipeline::{PipelineConfig, decode_landing, process_episode};
 use reel_synth::{SynthConfig, generate_episode};
@@ -77,17 +77,7 @@ fn fixture(episodes: u64, seconds: f64, rule: SamplingRule) -> Fixture {
         .expect("ingests");
         let s = &processed.summary;
         std::fs::write(dir.path().join(&s.canonical_key), &processed.bytes).expect("writes");
-        writer
-            .push(&ManifestRow {
-                episode_id: &s.episode_id,
-                uri: &s.canonical_key,
-                start_ns: s.start_ns as i64,
-                end_ns: s.end_ns as i64,
-                bytes: processed.bytes.len() as u64,
-                camera_frames: s.camera_frames,
-                state_steps: s.state_steps,
-                action_steps: s.action_steps,
-            })
+        writer.push(&s.manifest_row())
             .expect("row");
         landing.insert(s.canonical_key.clone(), episode.mcap);
     }

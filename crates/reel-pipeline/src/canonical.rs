@@ -89,6 +89,23 @@ pub struct EpisodeSummary {
     pub skipped_topics: BTreeMap<String, String>,
 }
 
+impl EpisodeSummary {
+    /// The episode as a manifest row, for building a manifest straight from ingest
+    /// results without a warehouse query.
+    pub fn manifest_row(&self) -> reel_manifest::ManifestRow<'_> {
+        reel_manifest::ManifestRow {
+            episode_id: &self.episode_id,
+            uri: &self.canonical_key,
+            start_ns: self.start_ns as i64,
+            end_ns: self.end_ns as i64,
+            bytes: self.bytes,
+            camera_frames: self.camera_frames,
+            state_steps: self.state_steps,
+            action_steps: self.action_steps,
+        }
+    }
+}
+
 /// Metadata keys Reel adds to the canonical `episode` record.
 pub(crate) mod keys {
     pub const PIPELINE_VERSION: &str = "reel.pipeline_version";

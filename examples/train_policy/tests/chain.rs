@@ -53,9 +53,7 @@ fn the_chain_trains_and_a_crashed_run_resumes_exactly() {
         )
         .expect("ingests");
         std::fs::write(root.join(&episode.summary.canonical_key), &episode.bytes).expect("writes");
-        let mut summary = episode.summary;
-        summary.bytes = episode.bytes.len() as u64;
-        summaries.push(summary);
+        summaries.push(episode.summary);
     }
     let parquet =
         encode_warehouse("episodes", &summaries, 1_700_000_000_000_000_000).expect("rows");
