@@ -62,8 +62,7 @@ fn fixture() -> Fixture {
     let manifest = dir.path().join("manifest.arrow");
     let meta = ManifestMeta::new("SELECT * FROM episodes", "test", spec.sampling_rule());
     let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
-    writer.push(&s.manifest_row())
-        .expect("row");
+    writer.push(&s.manifest_row()).expect("row");
     writer.finish().expect("finishes");
     Fixture {
         dir,

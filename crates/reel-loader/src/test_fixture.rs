@@ -57,8 +57,7 @@ pub(crate) fn fixture(episodes: u64, seconds: f64) -> Fixture {
         .expect("ingests");
         let s = &episode.summary;
         std::fs::write(dir.path().join(&s.canonical_key), &episode.bytes).expect("writes");
-        writer.push(&s.manifest_row())
-            .expect("row");
+        writer.push(&s.manifest_row()).expect("row");
     }
     writer.finish().expect("finishes");
     Fixture {

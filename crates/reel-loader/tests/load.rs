@@ -77,8 +77,7 @@ fn fixture(episodes: u64, seconds: f64, rule: SamplingRule) -> Fixture {
         .expect("ingests");
         let s = &processed.summary;
         std::fs::write(dir.path().join(&s.canonical_key), &processed.bytes).expect("writes");
-        writer.push(&s.manifest_row())
-            .expect("row");
+        writer.push(&s.manifest_row()).expect("row");
         landing.insert(s.canonical_key.clone(), episode.mcap);
     }
     writer.finish().expect("finishes");
