@@ -490,7 +490,7 @@ fn two_recordings_under_one_episode_id_never_become_one() {
     );
     assert_eq!(
         warehouse_ids(&store, &Pipeline::warehouse_part_key("b0", "1.0")),
-        [id.clone()]
+        std::slice::from_ref(&id)
     );
     for batch in ["b1", "b2"] {
         assert!(
