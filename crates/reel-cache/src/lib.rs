@@ -122,6 +122,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// What kind of failure this is: the store's errors keep their kind; the cache's own
+    /// folders, settings and pin lists are the environment's.
+    pub fn kind(&self) -> reel_io::ErrorKind {
+        use reel_io::ErrorKind;
+        match self {
+            Self::Source(e) => e.kind(),
+            Self::Io { source, .. } => ErrorKind::of_io(source),
+            Self::Config { .. } | Self::BadPinList { .. } | Self::WontFit { .. } => {
+                ErrorKind::Environment
+            }
+        }
+    }
+
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         Self::Io {
             path: path.to_owned(),

@@ -90,6 +90,11 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// The kind of a local I/O error, for crates whose errors wrap `std::io::Error`.
+    pub fn of_io(error: &std::io::Error) -> Self {
+        io_kind(error)
+    }
+
     /// Whether the same operation may succeed if tried again as it is.
     pub fn is_retryable(self) -> bool {
         matches!(self, Self::Changed | Self::Transient)

@@ -50,4 +50,62 @@ pub enum LoaderError {
     WorkerLost { batch: u64, reason: String },
 }
 
+impl LoaderError {
+    /// What kind of failure this is: wrapped errors keep their cause's kind; an episode
+    /// without what the spec asks for is bad input; a spec, shard or resume state that
+    /// does not fit, and a lost worker (a bug, not the data), are the environment's.
+    pub fn kind(&self) -> reel_io::ErrorKind {
+        use reel_io::ErrorKind;
+        match self {
+            Self::Manifest(e) => e.kind(),
+            Self::Io(e) => e.kind(),
+            Self::Cache(e) => e.kind(),
+            Self::Episode { source, .. } => source.kind(),
+            Self::Mismatch { .. } => ErrorKind::BadInput,
+            Self::Spec { .. }
+            | Self::BadShard { .. }
+            | Self::NoSamples { .. }
+            | Self::BadState { .. }
+            | Self::NoBatches { .. }
+            | Self::WorkerLost { .. } => ErrorKind::Environment,
+        }
+    }
+}
+
 pub type Result<T, E = LoaderError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::LoaderError;
+    use reel_io::ErrorKind;
+
+    #[test]
+    fn wrapped_errors_keep_their_cause_s_kind() {
+        let corrupt = LoaderError::Episode {
+            uri: "canonical/ep.mcap".into(),
+            source: Box::new(reel_mcap::Error::Truncated {
+                name: "canonical/ep.mcap".into(),
+                len: 7,
+            }),
+        };
+        assert_eq!(corrupt.kind(), ErrorKind::BadInput);
+        let replaced = LoaderError::Io(reel_io::Error::Changed {
+            name: "s3://b/ep.mcap".into(),
+        });
+        assert_eq!(replaced.kind(), ErrorKind::Changed);
+        let cache = LoaderError::Cache(reel_cache::Error::Source(reel_io::Error::NotFound {
+            name: "s3://b/ep.mcap".into(),
+        }));
+        assert_eq!(cache.kind(), ErrorKind::Environment);
+        let late = LoaderError::Manifest(reel_manifest::ManifestError::FetchTimeout {
+            path: "manifest.arrow".into(),
+            seconds: 60,
+        });
+        assert_eq!(late.kind(), ErrorKind::Transient);
+        let lost = LoaderError::WorkerLost {
+            batch: 3,
+            reason: "boom".into(),
+        };
+        assert_eq!(lost.kind(), ErrorKind::Environment);
+    }
+}

@@ -47,6 +47,27 @@ pub enum ManifestError {
 }
 
 impl ManifestError {
+    /// What kind of failure this is: a file that is not a valid manifest is bad input; a
+    /// request outside it (a sample, a row, a shard) is the caller's; waiting for another
+    /// rank's download may pass.
+    pub fn kind(&self) -> reel_io::ErrorKind {
+        use reel_io::ErrorKind;
+        match self {
+            Self::Io { source, .. } => ErrorKind::of_io(source),
+            Self::Store(e) => e.kind(),
+            Self::NotArrow { .. }
+            | Self::Version { .. }
+            | Self::Column { .. }
+            | Self::Corrupt { .. }
+            | Self::Arrow { .. }
+            | Self::InvalidRow { .. } => ErrorKind::BadInput,
+            Self::SampleOutOfRange { .. } | Self::RowOutOfRange { .. } | Self::Shard { .. } => {
+                ErrorKind::Environment
+            }
+            Self::FetchTimeout { .. } => ErrorKind::Transient,
+        }
+    }
+
     pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
         move |source| Self::Io {
             path: path.to_path_buf(),
