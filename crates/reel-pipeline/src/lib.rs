@@ -70,7 +70,7 @@ pub use plan::{
 pub use qc::{CameraStats, CheckKind, Finding, QcConfig, QcMetrics, QcReport, quality_check};
 pub use reel_io::ErrorKind;
 pub use resample::{CameraGrid, GridSignal, ResampleConfig, Resampled, resample};
-pub use state::{CommitRecord, Quarantine, StateStore};
+pub use state::{Claim, CommitRecord, Quarantine, StateStore};
 
 /// Version of the ingest pipeline stamped on every output (provenance).
 pub const PIPELINE_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -57,6 +57,19 @@ pub struct Quarantine {
     pub at_ns: i64,
 }
 
+/// Which landing object an episode id belongs to: `claims/<episode>.json`, created once
+/// by the first landing object to reach the canonical step with that id, so two
+/// recordings under one id never share a canonical episode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// Episode id.
+    pub episode_id: String,
+    /// Landing object that owns it.
+    pub landing_key: String,
+    /// xxh3-128 of the landing object's bytes (hex).
+    pub landing_digest: String,
+}
+
 /// The state of runs in a store.
 #[derive(Debug, Clone)]
 pub struct StateStore {
@@ -126,6 +139,24 @@ impl StateStore {
         Ok(key)
     }
 
+    /// Claims `claim.episode_id` for `claim.landing_key` (`claims/<episode>.json`,
+    /// created once: of racing claimants exactly one wins), or returns the claim of
+    /// the other landing object that already owns the id (`None`: the id is this
+    /// landing object's, now or from an earlier run).
+    pub fn claim(&self, claim: &Claim) -> Result<Option<Claim>> {
+        let key = format!("claims/{}.json", claim.episode_id);
+        if self.store.create_new(&key, to_json(&key, claim)?)? {
+            return Ok(None);
+        }
+        let owner: Claim = self.read_json(&key)?.ok_or_else(|| {
+            // Removed between our create and our read: someone is deleting state.
+            Error::Io(reel_io::Error::NotFound {
+                name: self.store.object_uri(&key),
+            })
+        })?;
+        Ok((owner.landing_key != claim.landing_key).then_some(owner))
+    }
+
     pub(crate) fn read_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
         let bytes = match self.store.read(key) {
             Ok(b) => b,
@@ -141,11 +172,14 @@ impl StateStore {
     }
 
     pub(crate) fn write_json<T: Serialize>(&self, key: &str, value: &T) -> Result<()> {
-        let bytes = serde_json::to_vec(value).map_err(|source| Error::Json {
-            name: key.to_owned(),
-            source,
-        })?;
-        self.store.write_atomic(key, bytes)?;
+        self.store.write_atomic(key, to_json(key, value)?)?;
         Ok(())
     }
+}
+
+fn to_json<T: Serialize>(key: &str, value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|source| Error::Json {
+        name: key.to_owned(),
+        source,
+    })
 }

@@ -7,7 +7,6 @@ use std::time::Instant;
 use rayon::prelude::*;
 use reel_io::ByteSource;
 use reel_mcap::EpisodeReader;
-use serde::{Deserialize, Serialize};
 
 use crate::canonical::{EpisodeSummary, process_episode, summary_of_metadata};
 use crate::engine::dag::{BatchSpec, RunOptions, Step, stem_of};
@@ -15,26 +14,8 @@ use crate::engine::report::{EpisodeStatus, Event};
 use crate::engine::run::{Pipeline, Sink, StepWork};
 use crate::enrich::{Enricher, LabelSet};
 use crate::index::encode_warehouse;
-use crate::state::{CommitRecord, Quarantine, StateStore};
+use crate::state::{Claim, CommitRecord, Quarantine, StateStore};
 use crate::{Error, ErrorKind, Result, now_ns};
-
-/// Which landing object an episode id belongs to: `claims/<episode>.json`, created once
-/// by the first landing object to reach the canonical step with that id, so two
-/// recordings under one id never share a canonical episode.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Claim {
-    /// Episode id.
-    pub episode_id: String,
-    /// Landing object that owns it.
-    pub landing_key: String,
-    /// xxh3-128 of the landing object's bytes (hex).
-    pub landing_digest: String,
-}
-
-/// Key of the claim on `episode_id`.
-pub(crate) fn claim_key(episode_id: &str) -> String {
-    format!("claims/{episode_id}.json")
-}
 
 /// Fingerprint of a landing object's bytes.
 fn landing_digest(bytes: &[u8]) -> String {
@@ -168,8 +149,14 @@ impl Pipeline {
             Err(e) => return Err(e),
         };
         let episode_id = &processed.summary.episode_id;
-        if let Some(owner) = self.claim(episode_id, landing_key, &landing)? {
-            let reason = if owner.landing_digest == landing_digest(&landing) {
+        let digest = landing_digest(&landing);
+        let claim = Claim {
+            episode_id: episode_id.clone(),
+            landing_key: landing_key.to_owned(),
+            landing_digest: digest.clone(),
+        };
+        if let Some(owner) = self.state.claim(&claim)? {
+            let reason = if owner.landing_digest == digest {
                 format!(
                     "a copy of `{}` (the same bytes), which is already ingested as episode `{episode_id}`",
                     owner.landing_key
@@ -191,29 +178,6 @@ impl Pipeline {
             Box::new(processed.summary),
             EpisodeStatus::Done,
         ))
-    }
-
-    /// Claims `episode_id` for `landing_key`, or returns the claim of the landing object
-    /// that already owns it (`None`: it is this one's).
-    fn claim(&self, episode_id: &str, landing_key: &str, landing: &[u8]) -> Result<Option<Claim>> {
-        let key = claim_key(episode_id);
-        let mine = Claim {
-            episode_id: episode_id.to_owned(),
-            landing_key: landing_key.to_owned(),
-            landing_digest: landing_digest(landing),
-        };
-        let bytes = serde_json::to_vec(&mine).map_err(|source| Error::Json {
-            name: key.clone(),
-            source,
-        })?;
-        if self.store().create_new(&key, bytes)? {
-            return Ok(None);
-        }
-        let owner: Claim = self.state.read_json(&key)?.ok_or_else(|| Error::Landing {
-            name: self.store().object_uri(&key),
-            reason: "the claim vanished while it was read".into(),
-        })?;
-        Ok((owner.landing_key != landing_key).then_some(owner))
     }
 
     /// Records `error` as the reason `landing_key` cannot be ingested.
