@@ -49,6 +49,22 @@ impl Topology {
             }
         }
     }
+
+    /// Whether an all-gather's buffers fit: one count per member of `group`, `rank`'s
+    /// count the length of what it sends, and the counts summing to the receive length.
+    pub(crate) fn gather_fits(
+        &self,
+        group: Group,
+        rank: usize,
+        counts: &[usize],
+        send_len: usize,
+        recv_len: usize,
+    ) -> bool {
+        let members = self.members(group, rank);
+        counts.len() == members.len()
+            && counts[rank - members.start] == send_len
+            && counts.iter().sum::<usize>() == recv_len
+    }
 }
 
 /// The set of ranks a collective runs over.
@@ -235,11 +251,10 @@ impl Communicator for InProcessComm {
         counts: &[usize],
         recv: &mut [f32],
     ) -> Result<()> {
-        let members = self.topology.members(group, self.rank);
-        let own = self.rank - members.start;
-        if counts.len() != members.len()
-            || counts[own] != send.len()
-            || counts.iter().sum::<usize>() != recv.len()
+        let own = self.rank - self.topology.members(group, self.rank).start;
+        if !self
+            .topology
+            .gather_fits(group, self.rank, counts, send.len(), recv.len())
         {
             // Still take part, so the peers fail instead of waiting forever.
             self.exchange_with(group, Vec::new(), |_| ())?;

@@ -165,9 +165,9 @@ impl Communicator for NcclCommunicator {
     ) -> Result<()> {
         let members = self.topology.members(group, self.rank);
         let own = self.rank - members.start;
-        if counts.len() != members.len()
-            || counts[own] != send.len()
-            || counts.iter().sum::<usize>() != recv.len()
+        if !self
+            .topology
+            .gather_fits(group, self.rank, counts, send.len(), recv.len())
         {
             return Err(MuonError::Comm(
                 "all_gather: counts do not match the buffers".into(),
