@@ -267,13 +267,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let stale = stale_episodes(&store, &pipeline_version)?;
             let mut out = std::io::stdout().lock();
             for e in &stale {
-                match writeln!(out, "{}", serde_json::to_string(e)?) {
-                    // A reader that stops early (`| head`) is not an error.
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                        return Ok(ExitCode::SUCCESS);
-                    }
-                    other => other?,
-                }
+                // A reader that stops early (`| head`) ends the run quietly (reel-cli).
+                writeln!(out, "{}", serde_json::to_string(e)?)?;
             }
             eprintln!(
                 "{} stale episodes (not of pipeline version {pipeline_version})",

@@ -45,7 +45,7 @@ pub struct Args {
 /// Reads a threshold file (a path or store URI).
 fn read_config(input: &str) -> Result<PreflightConfig> {
     let text = reel_cli::read_text_input(input)?;
-    toml::from_str(&text).with_context(|| format!("{input}: not a preflight configuration"))
+    Ok(PreflightConfig::from_toml(input, &text)?)
 }
 
 /// Runs every check; exit 0 when none failed, 1 when one did, 2 when the configuration

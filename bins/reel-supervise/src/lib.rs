@@ -89,8 +89,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.trainer_stdout_to_stderr = true;
     if !args.preflight_cache.is_empty() {
         let thresholds: PreflightConfig = match &args.preflight_config {
-            Some(input) => toml::from_str(&reel_cli::read_text_input(input)?)
-                .with_context(|| format!("{input}: not a preflight configuration"))?,
+            Some(input) => PreflightConfig::from_toml(input, &reel_cli::read_text_input(input)?)?,
             None => PreflightConfig::default(),
         };
         let manifest = args

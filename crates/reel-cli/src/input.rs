@@ -40,7 +40,7 @@ pub enum InputError {
 
 /// Whether `input` names an object in a store (`s3://…`, `file://…`) rather than a plain
 /// local path.
-pub fn is_store_uri(input: &str) -> bool {
+pub(crate) fn is_store_uri(input: &str) -> bool {
     input.contains("://")
 }
 

@@ -172,8 +172,14 @@ impl PreflightConfig {
             path: path.to_owned(),
             source,
         })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse {
-            path: path.to_owned(),
+        Self::from_toml(path, &text)
+    }
+
+    /// Parses TOML text read from `name` (a path or a store URI, used in errors); fields
+    /// not given keep their defaults, unknown fields are errors.
+    pub fn from_toml(name: impl AsRef<Path>, text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: name.as_ref().to_owned(),
             source,
         })
     }
