@@ -183,7 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let progress = reel_cli::progress_bar(
         args.batches,
         "{bar:40} {pos}/{len} batches {per_sec} eta {eta}",
-        args.quiet || args.dump || !std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        args.quiet || args.dump,
     );
     let mut dump = args
         .dump

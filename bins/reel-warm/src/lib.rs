@@ -93,11 +93,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.dirs = args.cache.clone();
     config.block_size = args.block_size;
     config.max_concurrent_fetches = args.concurrency.max(1);
-    config.capacity = u64::MAX;
-    let cache = BlockCache::for_store(config.clone(), &store)?;
     config.capacity = match args.capacity {
         Some(capacity) => capacity,
-        None => reel_cache::default_capacity(&cache)?,
+        None => {
+            // What the cache holds now counts towards the default: open it unbounded to
+            // measure that, then again with the capacity it gets.
+            let unbounded = CacheConfig {
+                capacity: u64::MAX,
+                ..config.clone()
+            };
+            reel_cache::default_capacity(&BlockCache::for_store(unbounded, &store)?)?
+        }
     };
     let cache = BlockCache::for_store(config, &store)?;
 

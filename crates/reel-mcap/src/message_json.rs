@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::proto::{COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray};
+use crate::reader::plan::holds;
 use crate::reader::{EpisodeReader, RawMessage};
 use crate::writer::is_idr;
 use crate::{Error, Result, keys};
@@ -155,11 +156,7 @@ fn windows<S>(
     let mut starts: Vec<u64> = summary
         .chunk_indexes
         .iter()
-        .filter(|c| {
-            channels
-                .iter()
-                .any(|ch| c.message_index_offsets.contains_key(&ch.id))
-        })
+        .filter(|c| channels.iter().any(|ch| holds(c, ch.id)))
         .map(|c| c.message_start_time)
         .collect();
     starts.sort_unstable();

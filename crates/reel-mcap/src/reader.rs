@@ -24,7 +24,7 @@ use crate::{Error, Result};
 
 mod messages;
 mod open;
-mod plan;
+pub(crate) mod plan;
 mod signals;
 mod video;
 
