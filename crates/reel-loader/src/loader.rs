@@ -232,10 +232,7 @@ impl Loader {
         let mut proprio_topics: Vec<String> = Vec::new();
         for p in &spec.proprio {
             let ch = channel(&p.topic)?;
-            let fields = ch
-                .metadata
-                .get(reel_mcap::keys::FIELDS)
-                .map(|f| f.split(',').filter(|s| !s.is_empty()).count())
+            let fields = Some(reel_mcap::keys::fields(&ch).len())
                 .filter(|n| *n > 0)
                 .ok_or_else(|| {
                     mismatch(format!("{} has no {}", p.topic, reel_mcap::keys::FIELDS))

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use bytes::Bytes;
+use mcap::MAGIC;
 use mcap::records::{ChunkIndex, Record};
 use mcap::sans_io::linear_reader::{LinearReadEvent, LinearReader, LinearReaderOptions};
 use prost::Message as _;
@@ -27,10 +28,10 @@ use serde::Serialize;
 
 use crate::proto::{COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray};
 use crate::reader::EpisodeReader;
+use crate::reader::open::le_u64;
 use crate::writer::is_idr;
 use crate::{FORMAT_VERSION, Result, keys};
 
-const MAGIC: &[u8] = b"\x89MCAP0\r\n";
 /// Footer record: opcode, length, summary start, summary offset start, summary CRC.
 const FOOTER_RECORD: usize = 1 + 8 + 8 + 8 + 4;
 const FOOTER_OPCODE: u8 = 0x02;
@@ -517,8 +518,10 @@ impl Doctor {
             .values()
             .filter(|c| c.schema.as_ref().is_some_and(|s| s.name == FLOAT_ARRAY))
             .filter_map(|c| {
-                let fields = c.metadata.get(keys::FIELDS)?;
-                Some((c.id, fields.split(',').count()))
+                // A channel without value names has nothing to count against (the
+                // reader does not check it either).
+                let fields = keys::fields(c).len();
+                (fields > 0).then_some((c.id, fields))
             })
             .collect();
         self.ran("gop_alignment");
@@ -637,10 +640,4 @@ fn record_name(record: &Record<'_>) -> &'static str {
         Record::Metadata(_) => "metadata",
         _ => "non-chunk",
     }
-}
-
-fn le_u64(b: &[u8]) -> u64 {
-    let mut le = [0u8; 8];
-    le.copy_from_slice(&b[..8]);
-    u64::from_le_bytes(le)
 }

@@ -93,6 +93,14 @@ pub mod keys {
     pub const LAYOUT_RECORD: &str = "reel.layout";
     /// Metadata record: the time grid of each stream (JSON per topic).
     pub const STREAMS_RECORD: &str = "reel.streams";
+
+    /// The value names of a `reel.FloatArray` channel ([`FIELDS`]), in order; empty
+    /// names are left out, so a channel without the key, or with `""`, has none.
+    pub fn fields<'a>(channel: &'a mcap::Channel<'_>) -> Vec<&'a str> {
+        channel.metadata.get(FIELDS).map_or_else(Vec::new, |f| {
+            f.split(',').filter(|name| !name.is_empty()).collect()
+        })
+    }
 }
 
 /// Errors of the container. Every variant names the file it concerns.

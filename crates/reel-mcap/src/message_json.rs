@@ -60,11 +60,7 @@ pub fn decode_message(channel: &Channel<'_>, data: &[u8]) -> Option<Value> {
     match (channel.message_encoding.as_str(), schema) {
         ("protobuf", Some(FLOAT_ARRAY)) => {
             let m = FloatArray::decode(data).ok()?;
-            let fields: Vec<&str> = channel
-                .metadata
-                .get(keys::FIELDS)
-                .map(|f| f.split(',').collect())
-                .unwrap_or_default();
+            let fields = keys::fields(channel);
             let values = if fields.len() == m.values.len() {
                 // NaN (a dropout) has no JSON number: it becomes null.
                 Value::Object(

@@ -23,7 +23,7 @@ use mcap::{Channel, Summary};
 use crate::{Error, Result};
 
 mod messages;
-mod open;
+pub(crate) mod open;
 pub(crate) mod plan;
 mod signals;
 mod video;

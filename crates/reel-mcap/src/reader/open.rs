@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicU64;
 
 use bytes::Bytes;
 use mcap::Channel;
+use mcap::MAGIC;
 use mcap::records::Record;
 use mcap::sans_io::summary_reader::{SummaryReadEvent, SummaryReader, SummaryReaderOptions};
 use reel_io::ByteSource;
@@ -22,7 +23,6 @@ const TAIL_READ: u64 = 64 * 1024;
 /// Extra bytes read in front of the summary when it did not fit the tail read, to pick up
 /// the metadata records a canonical writer places there.
 const METADATA_MARGIN: u64 = 64 * 1024;
-const MAGIC: &[u8] = b"\x89MCAP0\r\n";
 /// Footer record (opcode, length, summary start, summary offset start, CRC) and end magic.
 const FOOTER_AND_MAGIC: u64 = 1 + 8 + 8 + 8 + 4 + 8;
 
@@ -217,7 +217,7 @@ impl<S: ByteSource> EpisodeReader<S> {
 }
 
 /// A little-endian u64 from the first eight bytes (zero-padded if fewer).
-fn le_u64(b: &[u8]) -> u64 {
+pub(crate) fn le_u64(b: &[u8]) -> u64 {
     let mut a = [0u8; 8];
     let n = b.len().min(8);
     a[..n].copy_from_slice(&b[..n]);

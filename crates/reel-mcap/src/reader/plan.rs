@@ -183,9 +183,8 @@ pub(crate) struct FrameFetch<'a> {
     chunks: &'a [ChunkIndex],
     /// `(channel, requested times)` per camera request.
     requests: Vec<(u16, &'a [u64])>,
-    /// Start offsets of the chunks already handed out.
+    /// Start offsets of the chunks already handed out (none: the first step).
     fetched: HashSet<u64>,
-    started: bool,
 }
 
 impl<'a> FrameFetch<'a> {
@@ -194,7 +193,6 @@ impl<'a> FrameFetch<'a> {
             chunks,
             requests,
             fetched: HashSet::new(),
-            started: false,
         }
     }
 
@@ -206,9 +204,10 @@ impl<'a> FrameFetch<'a> {
     ) -> Vec<ChunkRun<'a>> {
         let mut wanted: Vec<&'a ChunkIndex> = Vec::new();
         let chunks = self.chunks;
+        let first_step = self.fetched.is_empty();
         for &(channel, times) in &self.requests {
             for &t in times {
-                if !self.started {
+                if first_step {
                     wanted.extend(chunk_at(chunks, channel, t));
                     continue;
                 }
@@ -233,7 +232,6 @@ impl<'a> FrameFetch<'a> {
                 }
             }
         }
-        self.started = true;
         wanted.retain(|c| !self.fetched.contains(&c.chunk_start_offset));
         let runs = coalesce(wanted);
         for run in &runs {

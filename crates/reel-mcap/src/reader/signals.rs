@@ -30,16 +30,10 @@ impl<S: ByteSource> EpisodeReader<S> {
         let mut out: Vec<SignalWindow> = Vec::with_capacity(topics.len());
         for topic in topics {
             let channel = self.channel(topic)?;
-            let fields: Vec<String> = channel
-                .metadata
-                .get(keys::FIELDS)
-                .map(|f| {
-                    f.split(',')
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let fields: Vec<String> = keys::fields(&channel)
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
             let mut w = SignalWindow {
                 topic: (*topic).to_owned(),
                 fields,
