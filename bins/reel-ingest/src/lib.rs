@@ -125,14 +125,6 @@ fn batch_index(args: &RunArgs) -> anyhow::Result<usize> {
     bail!("--batch is required (or $JOB_COMPLETION_INDEX / $SLURM_ARRAY_TASK_ID)")
 }
 
-/// Whether a config is JSON (by its name, ignoring a store URI's query); TOML otherwise.
-fn names_json(input: &str) -> bool {
-    input
-        .split('?')
-        .next()
-        .is_some_and(|path| path.ends_with(".json"))
-}
-
 fn run_batch(args: RunArgs) -> anyhow::Result<()> {
     let Some(store_uri) = &args.store else {
         bail!("--store is required");
@@ -144,14 +136,7 @@ fn run_batch(args: RunArgs) -> anyhow::Result<()> {
         )
     })?;
     let mut config = match &args.config {
-        Some(input) => {
-            let text = reel_cli::read_text_input(input)?;
-            if names_json(input) {
-                PipelineConfig::from_json(input, &text)?
-            } else {
-                PipelineConfig::from_toml(input, &text)?
-            }
-        }
+        Some(input) => PipelineConfig::from_named(input, &reel_cli::read_text_input(input)?)?,
         None => PipelineConfig::default(),
     };
     config.pipeline_version = args.pipeline_version.clone();

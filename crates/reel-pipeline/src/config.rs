@@ -56,6 +56,17 @@ impl PipelineConfig {
         self.encode.validate()
     }
 
+    /// Parses a config read from `name` (a path or a store URI): JSON when the name ends
+    /// in `.json` (a URI's query aside), TOML, Reel's config format, otherwise.
+    pub fn from_named(name: &str, text: &str) -> Result<Self> {
+        let path = name.split('?').next().unwrap_or(name);
+        if path.ends_with(".json") {
+            Self::from_json(name, text)
+        } else {
+            Self::from_toml(name, text)
+        }
+    }
+
     /// Parses a JSON config (`pipeline_version` and `resample`, `qc`, `encode` objects,
     /// each optional); `name` is used in errors.
     pub fn from_json(name: &str, text: &str) -> Result<Self> {
@@ -143,6 +154,18 @@ mod tests {
             source,
         })?;
         assert!(!json.contains("encoder"), "{json}");
+        Ok(())
+    }
+
+    #[test]
+    fn the_name_says_json_or_toml() -> Result<()> {
+        let json = PipelineConfig::from_named(
+            "s3://b/ingest.json?region=x",
+            r#"{"qc": {"min_frozen_s": 2}}"#,
+        )?;
+        let toml = PipelineConfig::from_named("ingest.toml", "[qc]\nmin_frozen_s = 2.0\n")?;
+        assert_eq!(json, toml);
+        assert!(PipelineConfig::from_named("ingest.toml", r#"{"qc": {}}"#).is_err());
         Ok(())
     }
 }

@@ -43,18 +43,11 @@ pub struct Target {
 /// checked is reported as a failed or skipped check.
 pub fn run(target: &Target, config: &PreflightConfig) -> Report {
     let mut checks = Vec::new();
-    let mut writable = Vec::new();
     for dir in &target.cache_dirs {
         let check = disk::check_writable(dir);
-        if check.status == Status::Pass {
-            writable.push(dir.clone());
-        }
+        let writable = check.status == Status::Pass;
         checks.push(check);
-        checks.extend(disk::check_throughput(
-            dir,
-            writable.contains(dir),
-            &config.io,
-        ));
+        checks.extend(disk::check_throughput(dir, writable, &config.io));
     }
     if target.cache_dirs.is_empty() {
         checks.push(Check::new("cache_writable", None, "").skipped("no cache folder given"));
