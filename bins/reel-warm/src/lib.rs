@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use reel_cache::{BlockCache, CacheConfig, WarmOptions, WorkingSet};
+use reel_cache::{BlockCache, CacheConfig, WarmOptions};
 use reel_io::Store;
 
 const EXAMPLES: &str = "\
@@ -86,7 +86,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             reel_loader::working_set(&manifest, &spec, &store)
                 .context("finding what the loader reads")?
         }
-        None => whole_objects(&manifest)?.warm_items(),
+        None => reel_loader::whole_episodes(&manifest)?.warm_items(),
     };
 
     let mut config = CacheConfig::new(args.cache[0].clone(), 0);
@@ -172,17 +172,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
     });
     println!("{line}");
     Ok(ExitCode::SUCCESS)
-}
-
-/// The working set of a manifest: every byte of every listed episode, in manifest order
-/// without repeats (`--spec` narrows it to what a loader reads).
-fn whole_objects(manifest: &reel_manifest::Manifest) -> Result<WorkingSet> {
-    let objects = manifest
-        .distinct_objects()?
-        .iter()
-        .map(|episode| Ok((episode.uri()?.to_owned(), episode.bytes())))
-        .collect::<Result<Vec<_>, reel_manifest::ManifestError>>()?;
-    Ok(WorkingSet::new(objects))
 }
 
 fn human(bytes: u64) -> String {

@@ -88,6 +88,24 @@ impl Default for LoaderOptions {
     }
 }
 
+/// How much one epoch holds on one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EpochSize {
+    pub samples: u64,
+    pub batches: u64,
+}
+
+impl EpochSize {
+    fn of(samples: u64, batch_size: u64, drop_last: bool) -> Self {
+        let batches = if drop_last {
+            samples / batch_size
+        } else {
+            samples.div_ceil(batch_size)
+        };
+        Self { samples, batches }
+    }
+}
+
 /// Where a run stands: kept in checkpoints, and all it takes to resume exactly.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoaderState {
@@ -298,6 +316,37 @@ impl Loader {
             .expect("the fault is set once per loader");
     }
 
+    /// Samples and batches of `epoch` on this rank, without starting any worker.
+    pub fn epoch_size(&self, epoch: u64) -> Result<EpochSize> {
+        let shared = &self.shared;
+        let o = &shared.options;
+        let order = EpochOrder::new(
+            &shared.manifest,
+            &shared.index,
+            o.shuffle,
+            o.seed,
+            epoch,
+            o.rank,
+            o.world,
+        )?;
+        Ok(EpochSize::of(
+            order.len(),
+            o.batch_size.max(1) as u64,
+            o.drop_last,
+        ))
+    }
+
+    /// The episode of manifest row `row`, opened from the loader's sources (store or
+    /// cache): its metadata, topics and streams, beside the batches.
+    pub fn open_episode(&self, row: usize) -> Result<EpisodeReader<Box<dyn ByteSource>>> {
+        let uri = self.shared.manifest.episode(row)?.uri()?.to_string();
+        let source = self.shared.sources.open(&uri)?;
+        EpisodeReader::open(source).map_err(|source| LoaderError::Episode {
+            uri,
+            source: Box::new(source),
+        })
+    }
+
     /// Batches of `epoch` from its start.
     pub fn epoch(&self, epoch: u64) -> Result<Batches> {
         self.resume(LoaderState { epoch, batch: 0 })
@@ -317,11 +366,7 @@ impl Loader {
             o.world,
         )?);
         let batch_size = o.batch_size.max(1) as u64;
-        let total = if o.drop_last {
-            order.len() / batch_size
-        } else {
-            order.len().div_ceil(batch_size)
-        };
+        let total = EpochSize::of(order.len(), batch_size, o.drop_last).batches;
         if state.batch > total {
             return Err(LoaderError::BadState {
                 epoch: state.epoch,

@@ -102,3 +102,14 @@ mod tests {
         );
     }
 }
+
+/// The working set of a manifest read whole: every byte of every listed episode, in
+/// manifest order without repeats (what [`working_set`] narrows to a spec's reads).
+pub fn whole_episodes(manifest: &Manifest) -> Result<reel_cache::WorkingSet> {
+    let objects = manifest
+        .distinct_objects()?
+        .iter()
+        .map(|episode| Ok((episode.uri()?.to_owned(), episode.bytes())))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(reel_cache::WorkingSet::new(objects))
+}

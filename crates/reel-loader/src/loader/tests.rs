@@ -83,3 +83,52 @@ fn worker_lost_names_the_batch_and_the_panic() {
         "loader worker lost building batch 7: index out of bounds"
     );
 }
+
+#[test]
+fn epoch_size_counts_what_an_epoch_delivers_and_open_episode_reads_a_row() {
+    let f = fixture(2, 3.0);
+    for (shuffle, drop_last) in [
+        (Shuffle::Global, false),
+        (Shuffle::Global, true),
+        (Shuffle::Locality { run: 4 }, false),
+    ] {
+        for rank in 0..2 {
+            let loader = f.loader(LoaderOptions {
+                batch_size: 3,
+                rank,
+                world: 2,
+                shuffle,
+                drop_last,
+                ..LoaderOptions::default()
+            });
+            let size = loader.epoch_size(1).expect("epoch size");
+            let batches: Vec<_> = loader
+                .epoch(1)
+                .expect("epoch")
+                .map(|b| b.expect("batch"))
+                .collect();
+            assert_eq!(
+                size.batches,
+                batches.len() as u64,
+                "{shuffle:?} rank {rank}"
+            );
+            let samples: u64 = batches.iter().map(|b| b.len() as u64).sum();
+            if drop_last {
+                assert_eq!(samples, size.batches * 3);
+            } else {
+                assert_eq!(samples, size.samples);
+            }
+        }
+    }
+    let loader = f.loader(LoaderOptions::default());
+    let episode = loader.open_episode(1).expect("row 1");
+    let uri = loader
+        .manifest()
+        .episode(1)
+        .expect("row")
+        .uri()
+        .expect("uri");
+    assert!(episode.name().ends_with(uri), "{} vs {uri}", episode.name());
+    assert!(episode.metadata().contains_key("episode"));
+    assert!(loader.open_episode(2).is_err());
+}
