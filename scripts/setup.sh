@@ -52,3 +52,20 @@ if [ ! -x "$REEL_CACHE/tools/bin/s3s-fs" ]; then
   echo "setup: building s3s-fs 0.14.1 into $REEL_CACHE/tools (once, a few minutes)" >&2
   cargo install --quiet --locked s3s-fs --version 0.14.1 --features binary --root "$REEL_CACHE/tools" >&2
 fi
+
+# Reel's Python package (crates/reel-python, built by maturin) into the venv, rebuilt only
+# when the Rust or Python it is made of changed. The dev profile shares its dependencies with
+# test suite's; `maturin develop --release` gives the optimised build for training.
+profile=${REEL_PYTHON_PROFILE:-dev}
+package_stamp="$venv/.reel-package.sha256"
+repo=$(cd "$here/.." && pwd)
+package_want=$( (echo "$profile"; cd "$repo" && find Cargo.toml Cargo.lock crates -type f \
+  \( -name '*.rs' -o -name Cargo.toml -o -name '*.py' -o -name '*.pyi' -o -name pyproject.toml \) \
+  -not -path '*/tests/*' | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$package_stamp" 2>/dev/null)" != "$package_want" ]; then
+  echo "setup: building Reel's Python package into $venv ($profile profile)" >&2
+  (cd "$repo/crates/reel-python" && \
+    CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REEL_CACHE/target} VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" \
+    maturin develop --quiet --profile "$profile") >&2
+  echo "$package_want" > "$package_stamp"
+fi

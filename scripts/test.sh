@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reel's whole test suite: unit, integration and doc tests of every crate,
-# independent-reader checks (Python mcap, pyarrow), object-store tests against
+# independent-reader checks (Python mcap, pyarrow), the Python package's pytest suite
+# (with PyTorch), object-store tests against
 # a real S3-compatible server on loopback, formatting, lints, and the CUDA build without
 # CUDA. Every test that needs an external program (the Python readers, s3s-fs, ffmpeg)
 # fails when it is missing: setup.sh installs them first.
@@ -19,9 +20,15 @@ cargo fmt --all --check
 # machines without CUDA (they load CUDA at run time).
 cargo clippy --workspace --all-targets --features reel-muon/cuda,reel-loader/cuda -- -D warnings
 cargo test --workspace --doc
-# Unit, integration and CLI tests last, so their summary closes the output.
+# Unit, integration and CLI tests, then the Python package's (pytest, on the package
+# setup.sh installed, with the CLIs those tests build their store with).
+status=0
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast
+  cargo nextest run --workspace --no-fail-fast || status=$?
 else
-  cargo test --workspace --no-fail-fast --lib --bins --tests
+  cargo test --workspace --no-fail-fast --lib --bins --tests || status=$?
 fi
+cargo build --profile test --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-cli \
+  -p reel-curate-cli -p reel-load-cli
+REEL_BIN_DIR=$CARGO_TARGET_DIR/debug "$REEL_PYTHON" -m pytest -q crates/reel-python/tests || status=$?
+exit $status

@@ -1,0 +1,285 @@
+"""``reel.Loader``: Reel's time-aligned multi-rate loader for one rank, epoch by epoch."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, Mapping
+
+from . import _reel
+from ._layout import LEROBOT, REEL, lerobot_batch
+
+
+class Batch(dict):
+    """One batch: a dict of NumPy arrays by tensor name.
+
+    In the ``"reel"`` layout the keys are the spec's tensor names plus
+    ``<name>.mask`` (1 where the element holds data) and ``<name>.time_ns`` (the time of
+    the data each element holds), ``anchor_ns`` and ``episode_row``. Every array is a
+    view of Reel's own buffer (``array.base`` is a :class:`reel.TensorBuffer`): nothing
+    was copied, and ``torch.from_numpy`` shares it too.
+
+    Attributes:
+        epoch: the epoch the batch belongs to.
+        index: the batch's index in its epoch on this rank.
+        skipped: the samples left out because their episode is unreadable, each a dict
+            with ``episode_id``, ``uri``, ``anchor_ns`` and ``reason``.
+    """
+
+    epoch: int
+    index: int
+    skipped: list[dict[str, Any]]
+
+    def __init__(self, tensors: Mapping[str, Any], epoch: int, index: int, skipped: list):
+        super().__init__(tensors)
+        self.epoch = epoch
+        self.index = index
+        self.skipped = skipped
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(
+            f"{k}: {getattr(v, 'shape', type(v).__name__)}" for k, v in self.items()
+        )
+        return f"Batch(epoch={self.epoch}, index={self.index}, skipped={len(self.skipped)}, {{{shapes}}})"
+
+
+class Loader:
+    """Reel's loader over a manifest, for one rank.
+
+    Args:
+        manifest: the Arrow IPC manifest ``reel-curate`` wrote: a local path or a store
+            URI (``s3://bucket/runs/42/train.arrow?endpoint=…``, fetched once per node).
+        spec: the sample spec: a dict, TOML text, or the path or store URI of a TOML
+            file (see ``testdata/spec.toml``).
+        store: where the manifest's episode paths live (a folder or a store URI); by
+            default the manifest's own folder or prefix.
+        cache: a node-local block cache folder in front of the store (``reel-warm``
+            fills it), or None to read the store directly.
+        batch_size: samples per batch.
+        workers: Reel's threads building batches (they need no Python process each).
+        shuffle: ``"locality"`` (runs of ``run`` nearby anchors, shuffled: one read and
+            one decode serve a run) or ``"global"`` (i.i.d. over the whole manifest).
+        run: anchors per run under ``"locality"``.
+        seed: the order is a function of (seed, epoch, rank, world) alone.
+        rank, world: this rank's shard (no overlap, full coverage across ranks).
+        prefetch: batches built ahead of the consumer, at most.
+        pin_memory: page-locked batch buffers on this CUDA device (True means the
+            rank's ``LOCAL_RANK``, else 0), for ``.to(device, non_blocking=True)``; falls
+            back to pageable memory without CUDA (``loader.pinned`` says which).
+        layout: ``"reel"`` (Reel's tensor names) or ``"lerobot"`` (the keys and shapes
+            a LeRobot policy's ``forward`` reads).
+        image_dtype: for ``layout="lerobot"``: ``"uint8"`` or ``"float32"`` (in [0, 1]).
+        drop_last: leave out a last, smaller batch.
+        cache_capacity: bytes the block cache may hold.
+
+    Iterating yields :class:`Batch` es of one epoch (the current one, see
+    :meth:`set_epoch`); afterwards the loader stands at the next epoch.
+    """
+
+    def __init__(
+        self,
+        manifest: str | os.PathLike,
+        spec: str | os.PathLike | Mapping[str, Any],
+        store: str | os.PathLike | None = None,
+        cache: str | os.PathLike | None = None,
+        *,
+        batch_size: int = 8,
+        workers: int = 2,
+        shuffle: str = "locality",
+        run: int = 10,
+        seed: int = 0,
+        rank: int = 0,
+        world: int = 1,
+        prefetch: int = 4,
+        pin_memory: bool | int = False,
+        layout: str = REEL,
+        image_dtype: str = "uint8",
+        drop_last: bool = False,
+        cache_capacity: int = 64 << 30,
+    ):
+        if layout not in (REEL, LEROBOT):
+            raise _reel.BadInputError(f'layout must be "reel" or "lerobot", not {layout!r}')
+        if image_dtype not in ("uint8", "float32"):
+            raise _reel.BadInputError(
+                f'image_dtype must be "uint8" or "float32", not {image_dtype!r}'
+            )
+        if not 0 <= rank < world:
+            raise _reel.BadInputError(f"rank {rank} is not in a world of {world}")
+        if isinstance(spec, Mapping):
+            spec = dict(spec)
+        if layout == LEROBOT:
+            spec = _channels_first(spec)
+        device = None
+        if pin_memory is True:
+            device = int(os.environ.get("LOCAL_RANK", "0"))
+        elif pin_memory is not False and pin_memory is not None:
+            device = int(pin_memory)
+        self._native = _reel.Loader(
+            os.fspath(manifest),
+            spec if isinstance(spec, (dict, str)) else os.fspath(spec),
+            None if store is None else os.fspath(store),
+            None if cache is None else os.fspath(cache),
+            cache_capacity=cache_capacity,
+            batch_size=batch_size,
+            workers=workers,
+            shuffle=shuffle,
+            run=run,
+            seed=seed,
+            rank=rank,
+            world=world,
+            prefetch=prefetch,
+            pin_memory=device,
+            drop_last=drop_last,
+        )
+        self._config = {
+            "seed": seed,
+            "batch_size": batch_size,
+            "shuffle": shuffle,
+            "run": run if shuffle == "locality" else None,
+            "world": world,
+            "drop_last": drop_last,
+            "total_samples": self._native.total_samples,
+        }
+        self._rank = rank
+        self._layout = layout
+        self._image_dtype = image_dtype
+        self._epoch = 0
+        self._batch = 0
+        self._generation = 0
+        self._episodes: dict[int, tuple[str, int]] = {}
+
+    # Iteration ------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Batch]:
+        # One iteration at a time: a newer one takes over the native loader, and an older
+        # generator (abandoned, collected later) must neither read nor stop it.
+        self._generation += 1
+        mine = self._generation
+        self._native.start(self._epoch, self._batch)
+        try:
+            while self._generation == mine:
+                item = self._native.next_batch()
+                if item is None:
+                    break
+                tensors, epoch, index, skipped = item
+                self._batch = index + 1
+                if self._layout == LEROBOT:
+                    tensors = lerobot_batch(tensors, self._episode_of, self._image_dtype)
+                yield Batch(tensors, epoch, index, skipped)
+            else:
+                return
+            # The whole epoch was delivered: the next iteration is the next epoch.
+            self._epoch += 1
+            self._batch = 0
+        finally:
+            if self._generation == mine:
+                self._native.stop()
+
+    def __len__(self) -> int:
+        """Batches in the current epoch on this rank."""
+        return self._native.epoch_size(self._epoch)[1]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next iteration epoch ``epoch`` from its start (an iteration in
+        progress ends)."""
+        self._generation += 1
+        self._native.stop()
+        self._epoch = int(epoch)
+        self._batch = 0
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration delivers."""
+        return self._epoch
+
+    # Checkpoints ----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the run stands: the epoch and the batches of it delivered, with the
+        settings the order depends on. Keep it in the checkpoint with the model."""
+        return {"epoch": self._epoch, "batch": self._batch, "rank": self._rank, **self._config}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resumes at ``state``: the next iteration delivers exactly the batches an
+        uninterrupted run delivers after it. Refuses a state from a loader whose order
+        differs (seed, batch size, shuffle, world size or manifest). A state saved by
+        another rank of the same run applies to this rank's shard: ranks step together."""
+        try:
+            epoch, batch = int(state["epoch"]), int(state["batch"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise _reel.BadInputError(f"loader state {state!r}: needs integer epoch and batch") from e
+        for key, mine in self._config.items():
+            theirs = state.get(key, mine)
+            if theirs != mine:
+                raise _reel.BadInputError(
+                    f"loader state is from a run with {key}={theirs!r}; this loader has {key}={mine!r}"
+                )
+        batches = self._native.epoch_size(epoch)[1]
+        if batch > batches:
+            raise _reel.BadInputError(
+                f"loader state epoch {epoch} batch {batch} is past the {batches} batches of an epoch"
+            )
+        self._generation += 1
+        self._native.stop()
+        self._epoch, self._batch = epoch, batch
+
+    # Introspection --------------------------------------------------------------------
+
+    @property
+    def total_samples(self) -> int:
+        """Samples of the whole manifest under the spec (every rank)."""
+        return self._native.total_samples
+
+    @property
+    def pinned(self) -> bool:
+        """Whether batch buffers are page-locked host memory."""
+        return self._native.pinned
+
+    def stats(self) -> dict[str, Any]:
+        """What the epoch in progress delivered and did (frames decoded, chunks read,
+        cache hit rate)."""
+        return self._native.stats()
+
+    def episode_id(self, row: int) -> str:
+        """The episode id of manifest row ``row`` (``batch["episode_row"]`` names rows)."""
+        return self._native.episode_id(row)
+
+    def episode_metadata(self, row: int) -> dict[str, dict[str, str]]:
+        """The metadata records of the episode of manifest row ``row``."""
+        return self._native.episode_metadata(row)
+
+    def _episode_of(self, row: int) -> tuple[str, int]:
+        """(task, start time in ns) of manifest row ``row``, read once."""
+        known = self._episodes.get(row)
+        if known is None:
+            task = self._native.episode_metadata(row).get("episode", {}).get("task", "")
+            known = (task, self._native.episode_start_ns(row))
+            self._episodes[row] = known
+        return known
+
+
+def _channels_first(spec):
+    """A spec whose cameras are channels-first (LeRobot's [C, H, W] frames, built so by
+    Reel's workers instead of transposed afterwards)."""
+    if isinstance(spec, dict):
+        spec = dict(spec)
+        spec["camera"] = [{**c, "layout": "chw"} for c in spec.get("camera", [])]
+        return spec
+    text = spec if isinstance(spec, str) and ("\n" in spec or "=" in spec) else None
+    if text is None:
+        path = os.fspath(spec)
+        if "://" in path:
+            raise _reel.BadInputError(
+                'layout="lerobot" needs the spec as a dict, TOML text or a local file'
+            )
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    try:
+        parsed = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _reel.BadInputError(f"sample spec {spec}: {e}") from e
+    return _channels_first(parsed)

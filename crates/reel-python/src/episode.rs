@@ -1,0 +1,149 @@
+//! `reel.open_episode`: one canonical episode's topics, metadata, frames and numeric
+//! streams as NumPy arrays, read from a store like the loader reads it.
+
+use numpy::{IntoPyArray, PyArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use reel_io::{ByteSource, Store, split_object_uri};
+use reel_mcap::EpisodeReader;
+use reel_video::H264Decoder;
+
+use crate::errors::{IntoPyErr, OrRaise, bad_input};
+
+/// An open canonical episode.
+#[pyclass(module = "reel._reel", frozen)]
+#[derive(Debug)]
+pub struct Episode {
+    reader: EpisodeReader<Box<dyn ByteSource>>,
+}
+
+/// Opens the episode at `uri`: a key inside `store`, or (without `store`) a local path or
+/// a full object URI.
+#[pyfunction]
+#[pyo3(signature = (uri, store=None))]
+pub fn open_episode(py: Python<'_>, uri: String, store: Option<String>) -> PyResult<Episode> {
+    py.detach(move || {
+        reel_video::quiet_ffmpeg_logs();
+        let (root, key) = match store {
+            Some(store) => (store, uri),
+            None => split_object_uri(&uri).or_raise()?,
+        };
+        let store = Store::open(&root).or_raise()?;
+        let source: Box<dyn ByteSource> = match store.local_root() {
+            Some(dir) => Box::new(reel_io::MmapSource::open(dir.join(&key)).or_raise()?),
+            None => Box::new(store.source(&key)),
+        };
+        let reader = EpisodeReader::open(source).or_raise()?;
+        Ok(Episode { reader })
+    })
+}
+
+#[pymethods]
+impl Episode {
+    /// The file's name (path or URI).
+    #[getter]
+    fn name(&self) -> &str {
+        self.reader.name()
+    }
+
+    /// Every topic, in group order.
+    #[getter]
+    fn topics(&self) -> Vec<String> {
+        self.reader.groups().values().flatten().cloned().collect()
+    }
+
+    /// Topic groups (read together), each with its topics.
+    #[getter]
+    fn groups<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.reader.groups().clone().into_pyobject(py)?.into_any())
+    }
+
+    /// Metadata records: record name → key → value (`episode` holds id, robot, task, …).
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.reader.metadata().clone().into_pyobject(py)?.into_any())
+    }
+
+    /// A topic's channel metadata (encoding, size, fields, rate, …).
+    fn channel_metadata<'py>(&self, py: Python<'py>, topic: &str) -> PyResult<Bound<'py, PyDict>> {
+        let channel = self.reader.channel(topic).or_raise()?;
+        let dict = PyDict::new(py);
+        for (k, v) in &channel.metadata {
+            dict.set_item(k, v)?;
+        }
+        Ok(dict)
+    }
+
+    /// The frames of camera `topic` shown at each of `times_ns` (log time, ns: the latest
+    /// frame at or before each time), as uint8 RGB `[len(times_ns), height, width, 3]`;
+    /// `size=(width, height)` resizes.
+    #[pyo3(signature = (topic, times_ns, size=None))]
+    fn frames<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        times_ns: Vec<u64>,
+        size: Option<(usize, usize)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let pictures = py.detach(|| {
+            let mut decoder = H264Decoder::new().map_err(IntoPyErr::into_py_err)?;
+            self.reader
+                .frames_at(topic, &times_ns, &mut decoder, size)
+                .or_raise()
+        })?;
+        let (width, height) = match pictures.first() {
+            Some(p) => (p.width, p.height),
+            None => (0, 0),
+        };
+        let mut pixels = Vec::with_capacity(pictures.len() * width * height * 3);
+        for p in &pictures {
+            pixels.extend_from_slice(&p.data);
+        }
+        let array = pixels
+            .into_pyarray(py)
+            .reshape([pictures.len(), height, width, 3])?;
+        Ok(array.into_any())
+    }
+
+    /// A numeric stream whole: `(time_ns, values, fields)` with `time_ns` int64 `[n]`,
+    /// `values` float64 `[n, len(fields)]`.
+    fn signal<'py>(&self, py: Python<'py>, topic: &str) -> PyResult<Bound<'py, PyAny>> {
+        let window = py.detach(|| {
+            self.reader
+                .signals(&[topic], 0..u64::MAX)
+                .or_raise()?
+                .pop()
+                .ok_or_else(|| bad_input(format!("{}: no stream {topic}", self.reader.name())))
+        })?;
+        let rows = window.log_times.len();
+        let columns = window.fields.len();
+        if rows * columns != window.values.len() {
+            return Err(bad_input(format!(
+                "{}: {topic} has {} values for {rows} samples of {columns} fields",
+                self.reader.name(),
+                window.values.len()
+            )));
+        }
+        let times: Vec<i64> = window.log_times.iter().map(|&t| t as i64).collect();
+        let values = window.values.into_pyarray(py).reshape([rows, columns])?;
+        Ok((times.into_pyarray(py), values, window.fields)
+            .into_pyobject(py)?
+            .into_any())
+    }
+
+    /// Problems that did not stop opening the file (e.g. a missing summary).
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.reader.warnings().to_vec()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Episode({:?})", self.reader.name())
+    }
+}
+
+impl IntoPyErr for reel_video::Error {
+    fn into_py_err(self) -> PyErr {
+        crate::errors::exception(self.kind(), crate::errors::chain(&self))
+    }
+}

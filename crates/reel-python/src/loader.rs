@@ -1,0 +1,225 @@
+//! `reel._reel.Loader`: Reel's loader ([`reel_loader::Loader`]) for one rank, driven from
+//! Python. `reel.Loader` (python/reel/_loader.py) wraps it with epochs, state dicts and
+//! layouts; this half opens the inputs and hands over batches, building them with the GIL
+//! released.
+
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use reel_cache::{BlockCache, CacheConfig};
+use reel_io::{Store, split_object_uri};
+use reel_loader::{Batches, LoaderOptions, LoaderState, Shuffle, Sources};
+
+use crate::errors::{OrRaise, bad_input};
+
+/// The loader and the epoch being iterated, if any.
+#[pyclass(module = "reel._reel", name = "Loader", frozen)]
+#[derive(Debug)]
+pub struct NativeLoader {
+    loader: reel_loader::Loader,
+    cache: Option<Arc<BlockCache>>,
+    /// `Batches` is not `Sync`: the lock makes the loader shareable between threads, and
+    /// only one of them iterates at a time.
+    current: Mutex<Option<Batches>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[pymethods]
+impl NativeLoader {
+    #[new]
+    #[pyo3(signature = (manifest, spec, store=None, cache=None, *, cache_capacity=64 << 30,
+        batch_size=8, workers=2, shuffle="locality", run=10, seed=0, rank=0, world=1,
+        prefetch=4, pin_memory=None, drop_last=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        manifest: String,
+        spec: &Bound<'_, PyAny>,
+        store: Option<String>,
+        cache: Option<String>,
+        cache_capacity: u64,
+        batch_size: usize,
+        workers: usize,
+        shuffle: &str,
+        run: u64,
+        seed: u64,
+        rank: usize,
+        world: usize,
+        prefetch: usize,
+        pin_memory: Option<usize>,
+        drop_last: bool,
+    ) -> PyResult<Self> {
+        let spec = crate::spec::sample_spec(spec)?;
+        let shuffle = match shuffle {
+            "global" => Shuffle::Global,
+            "locality" => Shuffle::Locality { run },
+            other => {
+                return Err(bad_input(format!(
+                    "shuffle must be \"global\" or \"locality\", not {other:?}"
+                )));
+            }
+        };
+        if batch_size == 0 {
+            return Err(bad_input("batch_size must be at least 1"));
+        }
+        let options = LoaderOptions {
+            batch_size,
+            workers: workers.max(1),
+            prefetch: prefetch.max(1),
+            seed,
+            rank,
+            world,
+            shuffle,
+            drop_last,
+            pin_memory,
+            ..LoaderOptions::default()
+        };
+        // Opening maps the manifest and reads the first episode's summary: I/O, so
+        // without the GIL.
+        py.detach(move || {
+            reel_video::quiet_ffmpeg_logs();
+            let opened = reel_manifest::open_uri(&manifest, &reel_manifest::node_manifest_dir())
+                .or_raise()?;
+            let store_uri = match store {
+                Some(uri) => uri,
+                None => split_object_uri(&manifest).or_raise()?.0,
+            };
+            let store = Store::open(&store_uri).or_raise()?;
+            let (sources, cache) = match cache {
+                Some(dir) => {
+                    let config = CacheConfig::new(dir, cache_capacity);
+                    let cache = Arc::new(BlockCache::for_store(config, &store).or_raise()?);
+                    (Sources::Cache(Arc::clone(&cache)), Some(cache))
+                }
+                None => (Sources::Store(store), None),
+            };
+            let loader = reel_loader::Loader::new(opened, &spec, sources, options).or_raise()?;
+            Ok(Self {
+                loader,
+                cache,
+                current: Mutex::new(None),
+            })
+        })
+    }
+
+    /// Starts iterating at `(epoch, batch)`: the batches an uninterrupted run delivers
+    /// from there. Stops any iteration in progress.
+    fn start(&self, py: Python<'_>, epoch: u64, batch: u64) -> PyResult<()> {
+        py.detach(|| {
+            let mut current = lock(&self.current);
+            // Joins the old workers before new ones start.
+            current.take();
+            *current = Some(
+                self.loader
+                    .resume(LoaderState { epoch, batch })
+                    .or_raise()?,
+            );
+            Ok(())
+        })
+    }
+
+    /// Stops the iteration in progress (its workers end).
+    fn stop(&self, py: Python<'_>) {
+        py.detach(|| drop(lock(&self.current).take()));
+    }
+
+    /// The next batch as `(tensors, epoch, index, skipped)`, or None at the end of the
+    /// epoch (or when nothing was started). Reel's threads build it without the GIL.
+    fn next_batch<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let next = py.detach(|| lock(&self.current).as_mut().and_then(Iterator::next));
+        match next {
+            None => Ok(None),
+            Some(batch) => Ok(Some(crate::batch::to_python(py, batch.or_raise()?)?)),
+        }
+    }
+
+    /// `(epoch, batch)`: where the iteration in progress stands (the next batch it
+    /// delivers), or None when nothing is being iterated.
+    fn position(&self) -> Option<(u64, u64)> {
+        lock(&self.current).as_ref().map(|b| {
+            let s = b.state();
+            (s.epoch, s.batch)
+        })
+    }
+
+    /// `(samples, batches)` of `epoch` on this rank.
+    fn epoch_size(&self, py: Python<'_>, epoch: u64) -> PyResult<(u64, u64)> {
+        py.detach(|| {
+            let size = self.loader.epoch_size(epoch).or_raise()?;
+            Ok((size.samples, size.batches))
+        })
+    }
+
+    /// Samples of the whole manifest under the spec (every rank).
+    #[getter]
+    fn total_samples(&self) -> u64 {
+        self.loader.total_samples()
+    }
+
+    /// Episodes (rows) in the manifest.
+    #[getter]
+    fn episodes(&self) -> usize {
+        self.loader.manifest().len()
+    }
+
+    /// Whether batch buffers are page-locked (pin_memory asked for and CUDA present).
+    #[getter]
+    fn pinned(&self) -> bool {
+        self.loader.host_memory().is_pinned()
+    }
+
+    /// The episode id of manifest row `row`.
+    fn episode_id(&self, row: usize) -> PyResult<String> {
+        let manifest = self.loader.manifest();
+        Ok(manifest
+            .episode(row)
+            .or_raise()?
+            .episode_id()
+            .or_raise()?
+            .to_owned())
+    }
+
+    /// The start time (ns) of the episode of manifest row `row`.
+    fn episode_start_ns(&self, row: usize) -> PyResult<i64> {
+        Ok(self.loader.manifest().episode(row).or_raise()?.start_ns())
+    }
+
+    /// The metadata records of the episode of manifest row `row` (record name → key →
+    /// value), read from the loader's store or cache.
+    fn episode_metadata<'py>(&self, py: Python<'py>, row: usize) -> PyResult<Bound<'py, PyDict>> {
+        let metadata = py.detach(|| {
+            self.loader
+                .open_episode(row)
+                .map(|e| e.metadata().clone())
+                .or_raise()
+        })?;
+        let dict = PyDict::new(py);
+        for (name, record) in metadata {
+            dict.set_item(name, record.into_pyobject(py)?)?;
+        }
+        Ok(dict)
+    }
+
+    /// What the epoch in progress delivered and did: batches, samples, skipped,
+    /// frames_decoded, chunks_read, and the cache's hit rate when there is a cache.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let stats = lock(&self.current)
+            .as_ref()
+            .map(|b| b.stats())
+            .unwrap_or_default();
+        let dict = PyDict::new(py);
+        dict.set_item("batches", stats.batches)?;
+        dict.set_item("samples", stats.samples)?;
+        dict.set_item("skipped", stats.skipped)?;
+        dict.set_item("frames_decoded", stats.frames_decoded)?;
+        dict.set_item("chunks_read", stats.chunks_read)?;
+        if let Some(cache) = &self.cache {
+            dict.set_item("cache_hit_rate", cache.metrics().hit_rate())?;
+        }
+        Ok(dict)
+    }
+}

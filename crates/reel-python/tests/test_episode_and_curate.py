@@ -1,0 +1,92 @@
+"""reel.open_episode, reel.curate and reel.warm beside the CLIs and independent readers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pyarrow.ipc
+import pytest
+from mcap.reader import make_reader
+
+import reel
+from conftest import reel_bin
+
+
+def first_uri(store) -> str:
+    return pyarrow.ipc.open_file(str(store["manifest"])).read_all().column("uri")[0].as_py()
+
+
+def test_open_episode_reads_topics_metadata_frames_and_signals(store):
+    uri = first_uri(store)
+    episode = reel.open_episode(uri, store=str(store["dir"]))
+    assert episode.metadata["episode"]["episode_id"]
+    assert "/joint_states" in episode.topics and "/camera/high/image_raw/compressed" in episode.topics
+    # The same topics and message counts as Python's mcap reader sees.
+    with open(store["dir"] / uri, "rb") as f:
+        reader = make_reader(f)
+        summary = reader.get_summary()
+        topics = {c.topic for c in summary.channels.values()}
+        counts = {summary.channels[i].topic: n for i, n in summary.statistics.channel_message_counts.items()}
+    assert set(episode.topics) == topics
+    times, values, fields = episode.signal("/joint_states")
+    assert times.dtype == np.int64 and values.dtype == np.float64
+    assert values.shape == (counts["/joint_states"], len(fields)) and len(fields) > 0
+    assert (np.diff(times) > 0).all()
+    camera = "/camera/high/image_raw/compressed"
+    meta = episode.channel_metadata(camera)
+    frames = episode.frames(camera, [int(times[0]), int(times[len(times) // 2])])
+    assert frames.shape == (2, int(meta["reel.height"]), int(meta["reel.width"]), 3)
+    assert frames.dtype == np.uint8 and frames.std() > 0
+    whole_uri = str(store["dir"] / uri)
+    assert reel.open_episode(whole_uri).topics == episode.topics
+
+
+def test_open_episode_errors_name_the_file(store, tmp_path):
+    with pytest.raises(reel.EnvironmentError, match="nope.mcap"):
+        reel.open_episode(str(tmp_path / "nope.mcap"))
+    junk = tmp_path / "junk.mcap"
+    junk.write_bytes(b"not an mcap file at all" * 10)
+    with pytest.raises(reel.BadInputError, match="junk.mcap"):
+        reel.open_episode(str(junk))
+    episode = reel.open_episode(first_uri(store), store=str(store["dir"]))
+    with pytest.raises(reel.ReelError, match="/no/such"):
+        episode.signal("/no/such")
+
+
+def test_curate_writes_the_manifest_the_cli_writes(store, tmp_path):
+    sql = "SELECT * FROM episodes WHERE episode_id <> '' ORDER BY episode_id"
+    ours = tmp_path / "ours.arrow"
+    summary = reel.curate(str(store["dir"]), sql, ours, anchor_hz=10, before=1.0, after=0.98)
+    theirs = tmp_path / "theirs.arrow"
+    subprocess.run([reel_bin("reel-curate"), "--warehouse", str(store["dir"]), "--sql", sql,
+                    "-o", str(theirs), "--anchor-hz", "10", "--before", "1.0", "--after", "0.98"],
+                   check=True, capture_output=True)
+    a = pyarrow.ipc.open_file(str(ours)).read_all()
+    b = pyarrow.ipc.open_file(str(theirs)).read_all()
+    assert a.num_rows == b.num_rows == summary["rows"] == 3
+    assert a.equals(b)
+    assert summary["samples"] > 0 and summary["snapshot"]
+    with pytest.raises(reel.BadInputError, match="no_such_column"):
+        reel.curate(str(store["dir"]), "SELECT no_such_column FROM episodes", tmp_path / "x.arrow")
+    assert not (tmp_path / "x.arrow").exists()
+
+
+def test_warm_fills_the_cache_and_the_loader_reads_through_it(store, tmp_path):
+    cache = tmp_path / "cache"
+    first = reel.warm(str(store["manifest"]), str(store["dir"]), cache, spec=str(store["spec"]),
+                      capacity=1 << 30)
+    assert first["report"]["fetched_bytes"] > 0 and first["pin"]
+    again = reel.warm(str(store["manifest"]), str(store["dir"]), cache, spec=str(store["spec"]),
+                      capacity=1 << 30)
+    assert again["report"]["fetched_bytes"] == 0
+    assert again["report"]["cached_bytes"] == first["report"]["total_bytes"]
+    loader = reel.Loader(store["manifest"], store["spec"], store["dir"], cache=cache,
+                         cache_capacity=1 << 30, batch_size=4)
+    batches = list(loader)
+    assert batches
+    direct = list(reel.Loader(store["manifest"], store["spec"], store["dir"], batch_size=4))
+    for a, b in zip(batches, direct):
+        for name in b:
+            np.testing.assert_array_equal(a[name], b[name])
