@@ -6,7 +6,8 @@ turns within each round so both see the same machine load.
         [--bin target/release] [--batches 150] [--rounds 3] [--workers 1,2] \\
         [--shuffle global,locality] [--dataset]
 
-Samples per CPU-second count every thread of the process (user + system). With
+Samples per CPU-second count every thread of the process (user + system), from building
+the loader (Python's imports excluded: a trainer has them already) to the last batch. With
 ``--dataset`` a third row times ``reel.torch.ReelDataset`` under
 ``DataLoader(batch_size=None, num_workers=0)``. One JSON line per run on stdout, then a
 Markdown table of medians.
@@ -34,17 +35,21 @@ def peak_rss_mib() -> float:
 
 def python_run(args, shuffle: str, workers: int, seed: int, dataset: bool) -> dict:
     """Runs in a fresh interpreter so CPU time and peak RSS are this run's alone."""
+    # A trainer has reel and torch imported already: the clock starts at building the
+    # loader, as reel-load's does at its start (which includes opening the loader).
     code = f"""
 import json, resource, time, sys
-t0 = time.perf_counter()
 import reel
+if {dataset}:
+    import torch
+    from torch.utils.data import DataLoader
+    from reel.torch import ReelDataset
+t0 = time.perf_counter()
 def cpu():
     u = resource.getrusage(resource.RUSAGE_SELF); return u.ru_utime + u.ru_stime
 c0 = cpu()
 kw = dict(batch_size={args.batch_size}, workers={workers}, shuffle={shuffle!r}, seed={seed})
 if {dataset}:
-    from torch.utils.data import DataLoader
-    from reel.torch import ReelDataset
     source = DataLoader(ReelDataset({args.manifest!r}, {args.spec!r}, {args.store!r}, rank=0, world=1, **kw),
                         batch_size=None, num_workers=0)
 else:

@@ -122,6 +122,7 @@ impl IntoPyErr for reel_loader::LoaderError {
     }
 }
 
+#[cfg(feature = "curate")]
 impl IntoPyErr for reel_curate::CurateError {
     fn into_py_err(self) -> PyErr {
         use reel_curate::CurateError as E;

@@ -18,7 +18,9 @@
 //! - [`loader`]: `reel._reel.Loader`, batches built by Reel's threads with the GIL released.
 //! - [`batch`]: batch tensors as NumPy views of Reel's buffers ([`batch::TensorBuffer`]).
 //! - [`episode`]: `reel.open_episode`.
-//! - [`curate`]: `reel.curate` and `reel.warm`.
+//! - `curate`: `reel.curate` (feature `curate`, default: the one part that links Polars,
+//!   so a loading-only build leaves it out).
+//! - [`warm`]: `reel.warm`.
 //! - [`checkpoint`]: `reel.save_checkpoint` and `reel.latest_checkpoint`, the format
 //!   `reel-supervise` resumes from.
 //! - [`spec`]: sample specs from a dict, TOML text, a path or a store URI.
@@ -26,11 +28,13 @@
 
 pub mod batch;
 pub mod checkpoint;
+#[cfg(feature = "curate")]
 pub mod curate;
 pub mod episode;
 pub mod errors;
 pub mod loader;
 pub mod spec;
+pub mod warm;
 
 use pyo3::prelude::*;
 
@@ -41,8 +45,9 @@ fn _reel(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<batch::TensorBuffer>()?;
     module.add_class::<episode::Episode>()?;
     module.add_function(wrap_pyfunction!(episode::open_episode, module)?)?;
+    #[cfg(feature = "curate")]
     module.add_function(wrap_pyfunction!(curate::curate, module)?)?;
-    module.add_function(wrap_pyfunction!(curate::warm, module)?)?;
+    module.add_function(wrap_pyfunction!(warm::warm, module)?)?;
     module.add_function(wrap_pyfunction!(checkpoint::save_checkpoint, module)?)?;
     module.add_function(wrap_pyfunction!(checkpoint::latest_checkpoint, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -23,13 +23,20 @@ from ._reel import (
     TransientError,
     WorkerLostError,
     __version__,
-    curate,
     latest_checkpoint,
     open_episode,
     save_checkpoint,
     warm,
 )
 from ._loader import Batch, Loader
+
+try:
+    from ._reel import curate
+except ImportError:  # built without feature "curate" (no Polars)
+
+    def curate(*args, **kwargs):
+        """Unavailable: this build of Reel left curation (Polars) out."""
+        raise EnvironmentError('this build of reel has no curation: build it with feature "curate"')
 
 __all__ = [
     "BadInputError",
