@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reel's loader (reel-load) and LeRobot 0.4.4's DataLoader on the same canonical
+# Reel's loader (reel-load) and LeRobot 0.6.1's DataLoader on the same canonical
 # episodes, taking turns within each round so both see the same machine load.
 #
 #   benches/peers/loader_side_by_side.sh [--work DIR] [--batches N] [--rounds R]
@@ -61,7 +61,7 @@ best_lerobot = max(r["samples_per_s_per_core"] for r in lerobot)
 print("| loader | configuration | round | samples/s | samples per CPU-second | vs best LeRobot per core | first batch s |")
 print("|---|---|---|---|---|---|---|")
 for r in lerobot:
-    print(f"| LeRobot 0.4.4 | num_workers {r['num_workers']} | {r['round']} | {r['samples_per_s']:.1f} | "
+    print(f"| LeRobot 0.6.1 | num_workers {r['num_workers']} | {r['round']} | {r['samples_per_s']:.1f} | "
           f"{r['samples_per_s_per_core']:.1f} | {r['samples_per_s_per_core'] / best_lerobot:.2f} | {r['time_to_first_batch_s']:.2f} |")
 for r in reel:
     print(f"| Reel | {r['shuffle_name']}, {r['workers']} workers | {r['round']} | {r['samples_per_s']:.1f} | "
