@@ -15,16 +15,16 @@
 //! checkpoint = {"loader": loader.state_dict(), ...}
 //! ```
 //!
-//! - [`loader`]: `reel._reel.Loader`, batches built by Reel's threads with the GIL released.
-//! - [`batch`]: batch tensors as NumPy views of Reel's buffers ([`batch::TensorBuffer`]).
-//! - [`episode`]: `reel.open_episode`.
-//! - `curate`: `reel.curate` (feature `curate`, default: the one part that links Polars,
+//! - [`loader`] — `reel._reel.Loader`, batches built by Reel's threads with the GIL released.
+//! - [`batch`] — batch tensors as NumPy views of Reel's buffers ([`batch::TensorBuffer`]).
+//! - [`episode`] — `reel.open_episode`.
+//! - `curate` — `reel.curate` (feature `curate`, default: the one part that links Polars,
 //!   so a loading-only build leaves it out).
-//! - [`warm`]: `reel.warm`.
-//! - [`checkpoint`]: `reel.save_checkpoint` and `reel.latest_checkpoint`, the format
+//! - [`warm`] — `reel.warm`.
+//! - [`checkpoint`] — `reel.save_checkpoint` and `reel.latest_checkpoint`, the format
 //!   `reel-supervise` resumes from.
-//! - [`spec`]: sample specs from a dict, TOML text, a path or a store URI.
-//! - [`errors`]: `reel.ReelError` and a subclass per kind of failure.
+//! - [`spec`] — sample specs from a dict, TOML text, a path or a store URI.
+//! - [`errors`] — `reel.ReelError` and a subclass per kind of failure.
 
 pub mod batch;
 pub mod checkpoint;
