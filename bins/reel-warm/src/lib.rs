@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use reel_cache::{BlockCache, CacheConfig, WarmOptions};
+use reel_cache::{CacheConfig, WarmOptions};
 use reel_io::Store;
 
 const EXAMPLES: &str = "\
@@ -93,19 +93,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.dirs = args.cache.clone();
     config.block_size = args.block_size;
     config.max_concurrent_fetches = args.concurrency.max(1);
-    config.capacity = match args.capacity {
-        Some(capacity) => capacity,
-        None => {
-            // What the cache holds now counts towards the default: open it unbounded to
-            // measure that, then again with the capacity it gets.
-            let unbounded = CacheConfig {
-                capacity: u64::MAX,
-                ..config.clone()
-            };
-            reel_cache::default_capacity(&BlockCache::for_store(unbounded, &store)?)?
-        }
-    };
-    let cache = BlockCache::for_store(config, &store)?;
+    let cache = reel_cache::open_with_capacity(config, &store, args.capacity)?;
 
     let options = WarmOptions {
         concurrency: args.concurrency.max(1),

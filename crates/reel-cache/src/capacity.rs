@@ -3,8 +3,10 @@
 
 use std::path::Path;
 
+use reel_io::Store;
+
 use crate::cache::BlockCache;
-use crate::{Error, Result};
+use crate::{CacheConfig, Error, Result};
 
 /// Bytes of `dir`'s filesystem free for unprivileged users (what the cache, which runs
 /// as one, can still write).
@@ -22,4 +24,24 @@ pub fn default_capacity(cache: &BlockCache) -> Result<u64> {
     })?;
     let free = free_bytes(dir)?;
     Ok(cache.usage()?.used_bytes.saturating_add(free / 10 * 9))
+}
+
+/// The cache for `store` with `config`, its capacity [`default_capacity`] when `capacity`
+/// is None: the cache is opened unbounded first to measure what it holds.
+pub fn open_with_capacity(
+    mut config: CacheConfig,
+    store: &Store,
+    capacity: Option<u64>,
+) -> Result<BlockCache> {
+    config.capacity = match capacity {
+        Some(capacity) => capacity,
+        None => {
+            let unbounded = CacheConfig {
+                capacity: u64::MAX,
+                ..config.clone()
+            };
+            default_capacity(&BlockCache::for_store(unbounded, store)?)?
+        }
+    };
+    BlockCache::for_store(config, store)
 }

@@ -68,7 +68,7 @@ mod working_set;
 use std::path::{Path, PathBuf};
 
 pub use cache::{BlockCache, CachedObject};
-pub use capacity::{default_capacity, free_bytes};
+pub use capacity::{default_capacity, free_bytes, open_with_capacity};
 pub use config::{CacheConfig, DEFAULT_BLOCK_SIZE, DEFAULT_OPEN_BLOCKS, DEFAULT_PAGE_SIZE};
 pub use coverage::{Coverage, cached_coverage};
 pub use evict::{PinList, PinnedObject, ScanReport};

@@ -33,7 +33,9 @@ pub enum Sources {
 }
 
 impl Sources {
-    pub(crate) fn open(&self, uri: &str) -> Result<Box<dyn ByteSource>> {
+    /// The object at `uri` (a key inside the store) as a byte source: a local file is
+    /// memory-mapped.
+    pub fn open(&self, uri: &str) -> Result<Box<dyn ByteSource>> {
         Ok(match self {
             Self::Store(store) => match store.local_root() {
                 Some(root) => Box::new(MmapSource::open(root.join(uri))?),

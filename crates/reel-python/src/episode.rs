@@ -29,10 +29,7 @@ pub fn open_episode(py: Python<'_>, uri: String, store: Option<String>) -> PyRes
             None => split_object_uri(&uri).or_raise()?,
         };
         let store = Store::open(&root).or_raise()?;
-        let source: Box<dyn ByteSource> = match store.local_root() {
-            Some(dir) => Box::new(reel_io::MmapSource::open(dir.join(&key)).or_raise()?),
-            None => Box::new(store.source(&key)),
-        };
+        let source = reel_loader::Sources::Store(store).open(&key).or_raise()?;
         let reader = EpisodeReader::open(source).or_raise()?;
         Ok(Episode { reader })
     })

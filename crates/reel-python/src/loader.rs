@@ -33,7 +33,7 @@ impl NativeLoader {
     #[new]
     #[pyo3(signature = (manifest, spec, store=None, cache=None, *, cache_capacity=64 << 30,
         batch_size=8, workers=2, shuffle="locality", run=10, seed=0, rank=0, world=1,
-        prefetch=4, pin_memory=None, drop_last=false))]
+        prefetch=4, pin_memory=None, drop_last=false, channels_first=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -52,8 +52,15 @@ impl NativeLoader {
         prefetch: usize,
         pin_memory: Option<usize>,
         drop_last: bool,
+        channels_first: bool,
     ) -> PyResult<Self> {
-        let spec = crate::spec::sample_spec(spec)?;
+        let mut spec = crate::spec::sample_spec(spec)?;
+        if channels_first {
+            // LeRobot's [C, H, W] frames, built so by the workers instead of transposed.
+            for camera in &mut spec.cameras {
+                camera.layout = reel_loader::Layout::Chw;
+            }
+        }
         let shuffle = match shuffle {
             "global" => Shuffle::Global,
             "locality" => Shuffle::Locality { run },
@@ -137,15 +144,6 @@ impl NativeLoader {
         }
     }
 
-    /// `(epoch, batch)`: where the iteration in progress stands (the next batch it
-    /// delivers), or None when nothing is being iterated.
-    fn position(&self) -> Option<(u64, u64)> {
-        lock(&self.current).as_ref().map(|b| {
-            let s = b.state();
-            (s.epoch, s.batch)
-        })
-    }
-
     /// `(samples, batches)` of `epoch` on this rank.
     fn epoch_size(&self, py: Python<'_>, epoch: u64) -> PyResult<(u64, u64)> {
         py.detach(|| {
@@ -158,12 +156,6 @@ impl NativeLoader {
     #[getter]
     fn total_samples(&self) -> u64 {
         self.loader.total_samples()
-    }
-
-    /// Episodes (rows) in the manifest.
-    #[getter]
-    fn episodes(&self) -> usize {
-        self.loader.manifest().len()
     }
 
     /// Whether batch buffers are page-locked (pin_memory asked for and CUDA present).

@@ -2,7 +2,7 @@
 //! runs it.
 
 use pyo3::prelude::*;
-use reel_cache::{BlockCache, CacheConfig, WarmOptions};
+use reel_cache::{CacheConfig, WarmOptions};
 use reel_io::Store;
 
 use crate::errors::OrRaise;
@@ -50,18 +50,7 @@ pub fn warm<'py>(
         };
         let mut config = CacheConfig::new(cache, 0);
         config.max_concurrent_fetches = concurrency.max(1);
-        config.capacity = match capacity {
-            Some(c) => c,
-            None => {
-                let unbounded = CacheConfig {
-                    capacity: u64::MAX,
-                    ..config.clone()
-                };
-                reel_cache::default_capacity(&BlockCache::for_store(unbounded, &store).or_raise()?)
-                    .or_raise()?
-            }
-        };
-        let cache = BlockCache::for_store(config, &store).or_raise()?;
+        let cache = reel_cache::open_with_capacity(config, &store, capacity).or_raise()?;
         let options = WarmOptions {
             concurrency: concurrency.max(1),
             verify,

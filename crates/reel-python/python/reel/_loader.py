@@ -106,8 +106,6 @@ class Loader:
             raise _reel.BadInputError(f"rank {rank} is not in a world of {world}")
         if isinstance(spec, Mapping):
             spec = dict(spec)
-        if layout == LEROBOT:
-            spec = _channels_first(spec)
         device = None
         if pin_memory is True:
             device = int(os.environ.get("LOCAL_RANK", "0"))
@@ -129,6 +127,7 @@ class Loader:
             prefetch=prefetch,
             pin_memory=device,
             drop_last=drop_last,
+            channels_first=layout == LEROBOT,
         )
         self._config = {
             "seed": seed,
@@ -256,30 +255,3 @@ class Loader:
             self._episodes[row] = known
         return known
 
-
-def _channels_first(spec):
-    """A spec whose cameras are channels-first (LeRobot's [C, H, W] frames, built so by
-    Reel's workers instead of transposed afterwards)."""
-    if isinstance(spec, dict):
-        spec = dict(spec)
-        spec["camera"] = [{**c, "layout": "chw"} for c in spec.get("camera", [])]
-        return spec
-    text = spec if isinstance(spec, str) and ("\n" in spec or "=" in spec) else None
-    if text is None:
-        path = os.fspath(spec)
-        if "://" in path:
-            raise _reel.BadInputError(
-                'layout="lerobot" needs the spec as a dict, TOML text or a local file'
-            )
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
-
-    try:
-        parsed = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise _reel.BadInputError(f"sample spec {spec}: {e}") from e
-    return _channels_first(parsed)

@@ -42,9 +42,9 @@ class ReelDataset(torch.utils.data.IterableDataset):
     """Batches of Reel's loader as dicts of tensors (no copy: they share Reel's buffers).
 
     Takes :class:`reel.Loader`'s arguments; ``rank`` and ``world`` default to
-    torch.distributed's (or ``RANK``/``WORLD_SIZE``). Each batch also carries
-    ``batch.epoch``-style metadata under the keys ``"_epoch"``, ``"_index"`` and
-    ``"_skipped"`` only when ``with_meta=True``.
+    torch.distributed's (or ``RANK``/``WORLD_SIZE``). With ``with_meta=True`` each batch
+    also carries its epoch, index and skipped samples under ``"_epoch"``, ``"_index"``
+    and ``"_skipped"``.
 
     ``pin_memory=True`` allocates the batch buffers page-locked on the rank's GPU
     (``LOCAL_RANK``) where CUDA is present, so ``tensor.to(device, non_blocking=True)``
@@ -84,8 +84,8 @@ class ReelDataset(torch.utils.data.IterableDataset):
             return self._rank, self._world
         return self._rank * info.num_workers + info.id, self._world * info.num_workers
 
-    def _open(self) -> Loader:
-        shard = self._shard()
+    def _open(self, shard: tuple[int, int]) -> Loader:
+        """The loader of ``shard``, made once (in each DataLoader worker, after a fork)."""
         if self._loader is None or self._loader_key != shard:
             rank, world = shard
             manifest, spec, store, cache = self._args
@@ -94,7 +94,7 @@ class ReelDataset(torch.utils.data.IterableDataset):
         return self._loader
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        loader = self._open()
+        loader = self._open(self._shard())
         if self._resume is not None:
             loader.load_state_dict(self._resume)
             self._resume = None
@@ -111,13 +111,9 @@ class ReelDataset(torch.utils.data.IterableDataset):
 
     def __len__(self) -> int:
         """Batches of the current epoch on this rank (all DataLoader workers together)."""
-        rank, world = self._rank, self._world
-        manifest, spec, store, cache = self._args
-        if self._loader is None or self._loader_key != (rank, world):
-            self._loader = Loader(manifest, spec, store, cache, rank=rank, world=world, **self._options)
-            self._loader_key = (rank, world)
-        self._loader.set_epoch(self._epoch)
-        return len(self._loader)
+        loader = self._open((self._rank, self._world))
+        loader.set_epoch(self._epoch)
+        return len(loader)
 
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration epoch ``epoch``."""
