@@ -90,6 +90,17 @@ impl<S: ByteSource> ByteSource for RecordingSource<S> {
     }
 }
 
+/// The working set of a manifest read whole: every byte of every listed episode, in
+/// manifest order without repeats (what [`working_set`] narrows to a spec's reads).
+pub fn whole_episodes(manifest: &Manifest) -> Result<reel_cache::WorkingSet> {
+    let objects = manifest
+        .distinct_objects()?
+        .iter()
+        .map(|episode| Ok((episode.uri()?.to_owned(), episode.bytes())))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(reel_cache::WorkingSet::new(objects))
+}
+
 #[cfg(test)]
 mod tests {
     use super::merge;
@@ -101,15 +112,4 @@ mod tests {
             vec![0..8, 10..30, 31..35]
         );
     }
-}
-
-/// The working set of a manifest read whole: every byte of every listed episode, in
-/// manifest order without repeats (what [`working_set`] narrows to a spec's reads).
-pub fn whole_episodes(manifest: &Manifest) -> Result<reel_cache::WorkingSet> {
-    let objects = manifest
-        .distinct_objects()?
-        .iter()
-        .map(|episode| Ok((episode.uri()?.to_owned(), episode.bytes())))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(reel_cache::WorkingSet::new(objects))
 }
