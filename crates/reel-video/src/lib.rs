@@ -6,7 +6,8 @@
 //! * [`H264Decoder`] decodes a run of access units starting at a keyframe and returns the
 //!   frames asked for, as packed RGB at a requested size. Make one per worker thread; it
 //!   holds no shared state.
-//! * [`ImageDecoder`] decodes landing frames (JPEG, PNG) to RGB.
+//! * [`ImageDecoder`] decodes landing frames (JPEG, PNG) to RGB; [`raw_to_rgb`] converts
+//!   uncompressed ones (RGB/BGR(A), mono, YUV 4:2:2, Bayer) at any row stride.
 //! * [`quality`] measures PSNR and SSIM against raw frames, for codec benchmarks.
 //!
 //! ```
@@ -36,11 +37,13 @@
 mod decode;
 mod encode;
 pub mod quality;
+mod raw;
 mod scale;
 pub use scale::RgbConversion;
 
 pub use decode::{H264Decoder, ImageDecoder, ImageFormat, Picture};
 pub use encode::{ChromaFormat, DEFAULT_ENCODER, EncodedFrame, EncoderConfig, H264Encoder};
+pub use raw::{BayerPattern, PixelLayout, check_raw, raw_to_rgb};
 pub use reel_io::ErrorKind;
 
 /// Errors of encoding and decoding.
