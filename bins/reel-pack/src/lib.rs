@@ -1,4 +1,5 @@
-//! `reel-pack`: landing MCAP → canonical episode MCAP.
+//! `reel-pack`: landing recording (MCAP, or a rosbag2 folder's `metadata.yaml`) →
+//! canonical episode MCAP.
 //!
 //! Inputs and outputs are local paths or S3 URIs. One JSON line per input on stdout (the
 //! pack report, or `{"input", "error"}`); progress on stderr. Exits non-zero if any input
@@ -18,15 +19,16 @@ const EXAMPLES: &str = "\
 Examples:
   reel-pack landing/ep-000.mcap -o canonical/ep-000.mcap
   reel-pack landing/*.mcap -o canonical/ --gop 30 --crf 23 -j 4
+  reel-pack landing/run-3/metadata.yaml -o canonical/   # a rosbag2 recording: canonical/run-3.mcap
   reel-pack 's3://robots/landing/ep-7.mcap?region=eu-west-1' -o 's3://robots/canonical?region=eu-west-1' \\
     --config s3://robots/config/pack.toml";
 
-/// Pack landing MCAPs (ROS 2 cdr or Foxglove protobuf/JSON; JPEG, PNG or raw frames) into
-/// canonical topic-group MCAPs with H.264 cameras.
+/// Pack landing recordings (MCAP or rosbag2; ROS 2 cdr or Foxglove protobuf/JSON, decoded
+/// from the schemas they carry) into canonical topic-group MCAPs with H.264 cameras.
 #[derive(Debug, Parser)]
 #[command(name = "reel-pack", version, after_help = EXAMPLES)]
 pub struct Args {
-    /// Landing MCAP files (paths or s3:// URIs).
+    /// Landing MCAP files or rosbag2 `metadata.yaml` files (paths or s3:// URIs).
     #[arg(required = true)]
     inputs: Vec<String>,
     /// Output file for one input; output folder (or S3 prefix) for several.
@@ -41,7 +43,7 @@ pub struct Args {
     /// x264 CRF.
     #[arg(long)]
     crf: Option<f32>,
-    /// Skip topics with unknown schemas instead of failing.
+    /// Leave out topics Reel does not read instead of keeping them as recorded.
     #[arg(long)]
     skip_unknown: bool,
     /// Drop landing frames that do not decode instead of failing.
@@ -67,13 +69,9 @@ fn output_for(args: &Args, input: &str) -> String {
     if args.inputs.len() == 1 && names_mcap_file(&args.output) {
         return args.output.clone();
     }
-    let file = input
-        .split('?')
-        .next()
-        .unwrap_or(input)
-        .rsplit('/')
-        .next()
-        .unwrap_or(input);
+    let path = input.split('?').next().unwrap_or(input);
+    let stem = reel_mcap::recording_stem(path);
+    let file = format!("{}.mcap", stem.rsplit('/').next().unwrap_or(stem));
     let (dir, query) = match args.output.split_once('?') {
         Some((d, q)) => (d, format!("?{q}")),
         None => (args.output.as_str(), String::new()),
@@ -92,13 +90,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if gop == 0 {
             bail!("--gop must be at least 1");
         }
-        config.gop = gop;
+        config.encode.gop = gop;
     }
     if let Some(crf) = args.crf {
         if !(0.0..=51.0).contains(&crf) {
             bail!("--crf must be in 0..=51");
         }
-        config.crf = crf;
+        config.encode.crf = crf;
     }
     config.skip_unknown |= args.skip_unknown;
     config.skip_bad_frames |= args.skip_bad_frames;

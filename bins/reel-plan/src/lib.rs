@@ -22,7 +22,8 @@ Examples:
 #[derive(Debug, Parser)]
 #[command(name = "reel-plan", version, after_help = EXAMPLES)]
 pub struct Args {
-    /// Landing folder or `s3://bucket/prefix?endpoint=…` (episodes are its `*.mcap` objects).
+    /// Landing folder or `s3://bucket/prefix?endpoint=…` (episodes are its `*.mcap` objects
+    /// and the rosbag2 recordings in its folders).
     landing: String,
     /// Plan file to write.
     #[arg(short, long)]

@@ -30,7 +30,7 @@ use crate::proto::{COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray};
 use crate::reader::EpisodeReader;
 use crate::reader::open::le_u64;
 use crate::writer::is_idr;
-use crate::{FORMAT_VERSION, Result, keys};
+use crate::{FORMAT_VERSION, READABLE_FORMAT_VERSIONS, Result, keys};
 
 /// Footer record: opcode, length, summary start, summary offset start, summary CRC.
 const FOOTER_RECORD: usize = 1 + 8 + 8 + 8 + 4;
@@ -371,10 +371,13 @@ impl Doctor {
         }
         if let Some(episode) = records.get("episode") {
             match episode.get("reel.format_version") {
-                Some(v) if v == FORMAT_VERSION => {}
+                Some(v) if READABLE_FORMAT_VERSIONS.contains(&v.as_str()) => {}
                 Some(v) => self.problem(
                     "metadata",
-                    format!("`episode` says format version {v}, expected {FORMAT_VERSION}"),
+                    format!(
+                        "`episode` says format version {v}, expected one of {} (this reel-mcap writes {FORMAT_VERSION})",
+                        READABLE_FORMAT_VERSIONS.join(", ")
+                    ),
                 ),
                 None => self.problem("metadata", "`episode` has no `reel.format_version`"),
             }
@@ -404,6 +407,10 @@ impl Doctor {
                 self.problem("channels", format!("{topic}: no `{}`", keys::GROUP));
             }
             let kind = c.metadata.get(keys::KIND).map(String::as_str);
+            if kind == Some(keys::RECORDED_KIND) {
+                // Kept as recorded: its own schema and encoding, whatever they are.
+                continue;
+            }
             let (expected_schema, required): (&str, &[&str]) = match kind {
                 Some("camera") => (COMPRESSED_VIDEO, &[keys::WIDTH, keys::HEIGHT, keys::CODEC]),
                 Some("state" | "action" | "pose" | "signal") => {

@@ -49,6 +49,7 @@
 //! ```
 
 mod doctor;
+mod encoding;
 mod inspect;
 mod landing;
 mod message_json;
@@ -58,27 +59,42 @@ mod reader;
 mod writer;
 
 pub use doctor::{DoctorOptions, DoctorReport, Problem, doctor};
+pub use encoding::EncodeConfig;
 pub use inspect::{ChannelSummary, ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
 pub use landing::{
-    ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingSignal, read_landing,
+    ImageEncoding, LandingCamera, LandingEpisode, LandingFiles, LandingFrame, LandingRecorded,
+    LandingSignal, RecordedMessage, Rosbag2Metadata, StreamProblem, is_rosbag2, read_landing,
+    read_landing_object, read_rosbag2, read_split_mcap, recording_stem,
 };
 pub use message_json::{MessageJson, cat_messages, decode_message};
-pub use pack::{PackConfig, PackReport, TopicRule, pack, pack_episode, prepare_episode};
+pub use pack::{
+    PackConfig, PackReport, TopicRule, pack, pack_episode, prepare_episode, prepare_landing,
+};
 pub use reader::{DecodedGop, EpisodeReader, PlannedGop, RawMessage, SignalWindow};
 pub use writer::{
-    CameraStream, CanonicalEpisode, Layout, Sample, SignalKind, SignalStream, StreamGrid,
-    VideoFrame, WriteConfig, is_idr, write_episode,
+    CameraStream, CanonicalEpisode, Layout, RecordedStream, Sample, SignalKind, SignalStream,
+    StreamGrid, VideoFrame, WriteConfig, is_idr, write_episode,
 };
 
-/// Version of the canonical format written by this crate (`reel.format_version`).
-pub const FORMAT_VERSION: &str = "1";
+/// Version of the canonical format written by this crate (`reel.format_version`). Version
+/// 2 added topics kept as recorded (`reel.kind=recorded`, the `other` group).
+pub const FORMAT_VERSION: &str = "2";
+
+/// Every canonical format version this crate reads: each adds to the one before.
+pub const READABLE_FORMAT_VERSIONS: [&str; 2] = ["1", "2"];
 
 /// Names used in channel metadata and metadata records.
 pub mod keys {
     /// Channel metadata: the topic group.
     pub const GROUP: &str = "reel.group";
-    /// Channel metadata: `camera`, `state`, `action`, `pose` or `signal`.
+    /// Channel metadata: `camera`, `state`, `action`, `pose`, `signal` or `recorded`.
     pub const KIND: &str = "reel.kind";
+    /// [`KIND`] of a topic kept as recorded (its own schema and encoding).
+    pub const RECORDED_KIND: &str = "recorded";
+    /// Channel metadata of a recorded topic: why Reel did not read it.
+    pub const RECORDED_REASON: &str = "reel.reason";
+    /// Default group of topics kept as recorded.
+    pub const OTHER_GROUP: &str = "other";
     /// Channel metadata: comma-separated value names of a `reel.FloatArray` channel.
     pub const FIELDS: &str = "reel.fields";
     /// Channel metadata: schema of the landing topic.
@@ -150,20 +166,6 @@ pub enum Error {
         name: String,
         /// Group asked for.
         group: String,
-    },
-    /// A landing topic whose schema Reel does not know how to pack.
-    #[error(
-        "{name}: topic `{topic}` has schema `{schema}` ({encoding}), which reel-pack does not know; map or skip it in the pack config"
-    )]
-    UnknownSchema {
-        /// File.
-        name: String,
-        /// Topic.
-        topic: String,
-        /// Schema name.
-        schema: String,
-        /// Message encoding.
-        encoding: String,
     },
     /// A message that does not decode.
     #[error("{name}: topic `{topic}` at log time {log_time}: {reason}")]
@@ -239,7 +241,6 @@ impl Error {
             | Self::Corrupt { .. }
             | Self::UnknownTopic { .. }
             | Self::UnknownGroup { .. }
-            | Self::UnknownSchema { .. }
             | Self::BadMessage { .. }
             | Self::CorruptFrame { .. }
             | Self::NoFrame { .. }

@@ -5,12 +5,16 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use reel_io::{Store, StoreOptions, split_object_uri};
-use reel_video::{EncoderConfig, H264Encoder, ImageDecoder, ImageFormat, RgbImage};
+use reel_video::{H264Encoder, ImageDecoder};
 use serde::{Deserialize, Serialize};
 
-use crate::landing::{ImageEncoding, LandingCamera, read_landing};
+use crate::encoding::EncodeConfig;
+use crate::landing::{
+    LandingCamera, LandingEpisode, LandingSignal, StreamProblem, read_landing, read_landing_object,
+};
 use crate::writer::{
-    CameraStream, CanonicalEpisode, SignalStream, VideoFrame, WriteConfig, write_episode,
+    CameraStream, CanonicalEpisode, RecordedStream, SignalKind, SignalStream, VideoFrame,
+    WriteConfig, write_episode,
 };
 use crate::{Error, Result};
 
@@ -27,6 +31,14 @@ pub struct TopicRule {
     /// Leave matching topics out of the canonical episode.
     #[serde(default)]
     pub skip: bool,
+    /// What matching numeric topics measure (`state`, `action`, `pose` or `signal`),
+    /// instead of what Reel infers from the message type and topic name.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// The values to keep from matching numeric topics, by name and in this order
+    /// (`["temperature", "limits[0]"]`), instead of all of them.
+    #[serde(default)]
+    pub fields: Option<Vec<String>>,
 }
 
 impl TopicRule {
@@ -55,8 +67,10 @@ fn glob_match(pattern: &str, text: &str) -> bool {
 }
 
 /// Packing settings; every field has a default, and a TOML file may set any of them.
+/// `[encode]` is the canonical encoding ([`EncodeConfig`]), the same table as ingest's.
 ///
 /// ```toml
+/// [encode]
 /// gop = 30
 /// crf = 23
 /// signal_window_s = 2.0
@@ -70,21 +84,13 @@ fn glob_match(pattern: &str, text: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PackConfig {
-    /// Frames per GOP (and per camera chunk window).
-    pub gop: u32,
-    /// x264 constant rate factor.
-    pub crf: f32,
-    /// x264 preset.
-    pub preset: String,
-    /// x264 tune (`fastdecode` by default; empty for none).
-    pub tune: String,
-    /// Chunk window of non-camera groups, seconds.
-    pub signal_window_s: f64,
-    /// Group of cameras not matched by a rule.
-    pub camera_group: String,
-    /// Group of numeric streams not matched by a rule.
-    pub signal_group: String,
-    /// Skip topics with unknown schemas instead of failing.
+    /// The canonical encoding: H.264 settings, chunk windows, default groups.
+    pub encode: EncodeConfig,
+    /// Group of topics kept as recorded (nothing reads them, or none of their messages
+    /// decoded).
+    pub other_group: String,
+    /// Leave the topics Reel does not read out (listed as skipped) instead of keeping them
+    /// as recorded in `other_group`.
     pub skip_unknown: bool,
     /// Drop landing frames that do not decode instead of failing.
     pub skip_bad_frames: bool,
@@ -96,13 +102,8 @@ pub struct PackConfig {
 impl Default for PackConfig {
     fn default() -> Self {
         Self {
-            gop: 30,
-            crf: 23.0,
-            preset: "medium".into(),
-            tune: "fastdecode".into(),
-            signal_window_s: 2.0,
-            camera_group: "cameras".into(),
-            signal_group: "proprio".into(),
+            encode: EncodeConfig::default(),
+            other_group: crate::keys::OTHER_GROUP.into(),
             skip_unknown: false,
             skip_bad_frames: false,
             topics: Vec::new(),
@@ -117,15 +118,19 @@ impl PackConfig {
             name: name.into(),
             reason: e.to_string(),
         })?;
-        if config.gop == 0
-            || config.signal_window_s.is_nan()
-            || config.signal_window_s <= 0.0
-            || !(0.0..=51.0).contains(&config.crf)
-        {
-            return Err(Error::Config {
-                name: name.into(),
-                reason: "gop must be ≥ 1, crf in 0..=51, signal_window_s > 0".into(),
-            });
+        config.encode.validate(name)?;
+        for rule in &config.topics {
+            if let Some(role) = &rule.role
+                && SignalKind::from_name(role).is_none()
+            {
+                return Err(Error::Config {
+                    name: name.into(),
+                    reason: format!(
+                        "topic rule `{}`: role `{role}` is not state, action, pose or signal",
+                        rule.pattern
+                    ),
+                });
+            }
         }
         Ok(config)
     }
@@ -170,39 +175,12 @@ pub struct PackReport {
     pub bad_frames: u64,
     /// Topics left out, with their schema.
     pub skipped_topics: BTreeMap<String, String>,
+    /// Topics kept as recorded in the `other` group, with why Reel did not read them.
+    pub recorded_topics: BTreeMap<String, String>,
+    /// Topics that lost messages to decoding.
+    pub problems: Vec<StreamProblem>,
     /// Wall time, seconds.
     pub seconds: f64,
-}
-
-fn to_rgb(
-    decoder: &mut ImageDecoder,
-    encoding: &ImageEncoding,
-    data: &[u8],
-) -> reel_video::Result<RgbImage> {
-    match encoding {
-        ImageEncoding::Jpeg => decoder.decode(ImageFormat::Jpeg, data),
-        ImageEncoding::Png => decoder.decode(ImageFormat::Png, data),
-        ImageEncoding::Raw {
-            encoding,
-            width,
-            height,
-            step,
-        } => {
-            let mut rgb = Vec::with_capacity(width * height * 3);
-            for row in data.chunks(*step).take(*height) {
-                match encoding.as_str() {
-                    "rgb8" => rgb.extend_from_slice(&row[..width * 3]),
-                    "bgr8" => rgb.extend(
-                        row[..width * 3]
-                            .chunks_exact(3)
-                            .flat_map(|p| [p[2], p[1], p[0]]),
-                    ),
-                    _ => rgb.extend(row[..*width].iter().flat_map(|&v| [v, v, v])),
-                }
-            }
-            Ok(RgbImage::new(*width, *height, rgb))
-        }
-    }
 }
 
 /// Median interval between frames, the camera's nominal period.
@@ -244,19 +222,11 @@ fn encode_camera(
         topic: camera.topic.clone(),
         source,
     };
-    let encoder_config = EncoderConfig {
-        // GOPs are cut by time windows (forced keyframes); the slack keeps x264 from
-        // adding its own keyframe when jitter puts an extra frame in a window.
-        gop: config.gop + config.gop / 2 + 1,
-        crf: config.crf,
-        preset: config.preset.clone(),
-        tune: (!config.tune.is_empty()).then(|| config.tune.clone()),
-        threads: 1,
-        ..EncoderConfig::default()
-    };
+    let fps = median_period(camera).map_or(30, |p| (1e9 / p as f64).round() as u32);
+    let encoder_config = config.encode.encoder(fps);
     for frame in &camera.frames {
         image_bytes += frame.data.len() as u64;
-        let rgb = match to_rgb(&mut images, &frame.encoding, &frame.data) {
+        let rgb = match frame.encoding.to_rgb(&mut images, &frame.data) {
             Ok(rgb) => rgb,
             Err(_) if config.skip_bad_frames => {
                 bad_frames += 1;
@@ -363,8 +333,65 @@ pub fn prepare_episode(
     config: &PackConfig,
 ) -> Result<(CanonicalEpisode, WriteConfig, PackReport)> {
     let skip = |topic: &str| config.rule(topic).is_some_and(|r| r.skip);
-    let landing_episode = read_landing(name, landing, &skip, config.skip_unknown)?;
+    let landing_episode = read_landing(name, landing, &skip)?;
+    prepare_landing(name, landing_episode, landing.len() as u64, config)
+}
 
+/// Applies a topic rule's `role` and `fields` to a numeric stream.
+fn apply_rule(
+    name: &str,
+    signal: &LandingSignal,
+    rule: Option<&TopicRule>,
+) -> Result<SignalStream> {
+    let mut stream = SignalStream {
+        topic: signal.topic.clone(),
+        group: String::new(),
+        kind: signal.kind,
+        fields: signal.fields.clone(),
+        source_schema: signal.schema.clone(),
+        samples: signal.samples.clone(),
+    };
+    let Some(rule) = rule else {
+        return Ok(stream);
+    };
+    if let Some(kind) = rule.role.as_deref().and_then(SignalKind::from_name) {
+        stream.kind = kind;
+    }
+    if let Some(wanted) = &rule.fields {
+        let index = wanted
+            .iter()
+            .map(|w| {
+                signal
+                    .fields
+                    .iter()
+                    .position(|f| f == w)
+                    .ok_or_else(|| Error::Config {
+                        name: name.into(),
+                        reason: format!(
+                            "topic rule `{}`: `{}` has no value `{w}` (it has {})",
+                            rule.pattern,
+                            signal.topic,
+                            signal.fields.join(", ")
+                        ),
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        stream.fields = wanted.clone();
+        for sample in &mut stream.samples {
+            sample.values = index.iter().map(|&i| sample.values[i]).collect();
+        }
+    }
+    Ok(stream)
+}
+
+/// [`prepare_episode`] from an episode already read (an MCAP or a rosbag2 recording of
+/// `bytes_in` bytes).
+pub fn prepare_landing(
+    name: &str,
+    landing_episode: LandingEpisode,
+    bytes_in: u64,
+    config: &PackConfig,
+) -> Result<(CanonicalEpisode, WriteConfig, PackReport)> {
     let origin = landing_episode
         .cameras
         .iter()
@@ -383,7 +410,7 @@ pub fn prepare_episode(
         .iter()
         .find_map(median_period)
         .unwrap_or(33_333_333);
-    let camera_window_ns = (period * config.gop as u64).max(1);
+    let camera_window_ns = (period * config.encode.gop as u64).max(1);
 
     let encoded: Vec<EncodedCamera> = landing_episode
         .cameras
@@ -392,7 +419,7 @@ pub fn prepare_episode(
             encode_camera(
                 name,
                 camera,
-                config.group_of(&camera.topic, &config.camera_group),
+                config.group_of(&camera.topic, &config.encode.camera_group),
                 origin,
                 camera_window_ns,
                 config,
@@ -403,15 +430,28 @@ pub fn prepare_episode(
     let signals: Vec<SignalStream> = landing_episode
         .signals
         .iter()
-        .map(|s| SignalStream {
-            topic: s.topic.clone(),
-            group: config.group_of(&s.topic, &config.signal_group),
-            kind: s.kind,
-            fields: s.fields.clone(),
-            source_schema: s.schema.clone(),
-            samples: s.samples.clone(),
+        .map(|s| {
+            let mut stream = apply_rule(name, s, config.rule(&s.topic))?;
+            stream.group = config.group_of(&s.topic, &config.encode.signal_group);
+            Ok(stream)
         })
-        .collect();
+        .collect::<Result<_>>()?;
+    let mut skipped_topics = landing_episode.skipped.clone();
+    let recorded: Vec<RecordedStream> = if config.skip_unknown {
+        for r in &landing_episode.other {
+            skipped_topics.insert(r.topic.clone(), r.schema.clone());
+        }
+        Vec::new()
+    } else {
+        landing_episode
+            .other
+            .iter()
+            .map(|r| RecordedStream {
+                group: config.group_of(&r.topic, &config.other_group),
+                recorded: r.clone(),
+            })
+            .collect()
+    };
 
     let mut episode_meta = landing_episode
         .metadata
@@ -423,7 +463,7 @@ pub fn prepare_episode(
         input: name.into(),
         output: String::new(),
         episode_id: episode_meta.get("episode_id").cloned(),
-        bytes_in: landing.len() as u64,
+        bytes_in,
         bytes_out: 0,
         image_bytes_in: encoded.iter().map(|c| c.image_bytes).sum(),
         video_bytes_out: encoded
@@ -436,18 +476,24 @@ pub fn prepare_episode(
         signals: signals.len(),
         samples: signals.iter().map(|s| s.samples.len() as u64).sum(),
         bad_frames: encoded.iter().map(|c| c.bad_frames).sum(),
-        skipped_topics: landing_episode.skipped.clone(),
+        skipped_topics,
+        recorded_topics: recorded
+            .iter()
+            .map(|r| (r.recorded.topic.clone(), r.recorded.reason.clone()))
+            .collect(),
+        problems: landing_episode.problems.clone(),
         seconds: 0.0,
     };
     let episode = CanonicalEpisode {
         origin_ns: origin,
         cameras: encoded.into_iter().map(|c| c.stream).collect(),
         signals,
+        recorded,
         episode: episode_meta,
     };
     let write_config = WriteConfig {
         camera_window_ns,
-        signal_window_ns: (config.signal_window_s * 1e9) as u64,
+        signal_window_ns: config.encode.signal_window_ns(),
         ..WriteConfig::default()
     };
     Ok((episode, write_config, report))
@@ -461,9 +507,18 @@ pub fn pack(
     config: &PackConfig,
     options: &StoreOptions,
 ) -> Result<PackReport> {
+    let started = Instant::now();
     let (in_store, in_key) = split_object_uri(input)?;
-    let landing = Store::open_with(&in_store, options)?.read(&in_key)?;
-    let (bytes, report) = pack_episode(input, &landing, config)?;
+    let skip = |topic: &str| config.rule(topic).is_some_and(|r| r.skip);
+    let (landing, bytes_in) =
+        read_landing_object(&Store::open_with(&in_store, options)?, &in_key, &skip)?;
+    let (episode, write_config, report) = prepare_landing(input, landing, bytes_in, config)?;
+    let bytes = write_episode(&episode, &write_config)?;
+    let report = PackReport {
+        bytes_out: bytes.len() as u64,
+        seconds: started.elapsed().as_secs_f64(),
+        ..report
+    };
     let (out_store, out_key) = split_object_uri(output)?;
     Store::open_with(&out_store, options)?.write_atomic(&out_key, bytes)?;
     Ok(PackReport {

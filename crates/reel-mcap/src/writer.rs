@@ -28,6 +28,17 @@ pub enum SignalKind {
 }
 
 impl SignalKind {
+    /// The kind of a name written by [`SignalKind::as_str`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "state" => Self::State,
+            "action" => Self::Action,
+            "pose" => Self::Pose,
+            "signal" => Self::Signal,
+            _ => return None,
+        })
+    }
+
     /// The name written in channel metadata.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -99,6 +110,16 @@ pub struct SignalStream {
     pub samples: Vec<Sample>,
 }
 
+/// A landing topic kept as recorded (its own schema and message bytes), in a group of its
+/// own (`other` by default): what Reel does not read is carried, never dropped.
+#[derive(Debug, Clone)]
+pub struct RecordedStream {
+    /// Topic group.
+    pub group: String,
+    /// The topic, its schema and messages.
+    pub recorded: crate::LandingRecorded,
+}
+
 /// A whole episode, ready to write.
 #[derive(Debug, Clone, Default)]
 pub struct CanonicalEpisode {
@@ -108,6 +129,8 @@ pub struct CanonicalEpisode {
     pub cameras: Vec<CameraStream>,
     /// Numeric streams.
     pub signals: Vec<SignalStream>,
+    /// Topics kept as recorded.
+    pub recorded: Vec<RecordedStream>,
     /// The `episode` metadata record (id, robot, task, success, stamps...).
     pub episode: BTreeMap<String, String>,
 }
@@ -123,7 +146,11 @@ impl CanonicalEpisode {
             .signals
             .iter()
             .filter_map(|s| s.samples.first().map(|f| f.log_time));
-        cams.chain(sigs).min()
+        let recorded = self
+            .recorded
+            .iter()
+            .filter_map(|r| r.recorded.messages.first().map(|m| m.log_time));
+        cams.chain(sigs).chain(recorded).min()
     }
 }
 
@@ -365,6 +392,53 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
                     data: message.encode_to_vec(),
                 });
             }
+        }
+    }
+
+    let mut schemas: BTreeMap<(String, String, Vec<u8>), u16> = BTreeMap::new();
+    for stream in &episode.recorded {
+        let r = &stream.recorded;
+        let schema = if r.schema.is_empty() && r.schema_data.is_empty() {
+            0 // no schema, as the MCAP specification allows
+        } else {
+            let key = (
+                r.schema.clone(),
+                r.schema_encoding.clone(),
+                r.schema_data.to_vec(),
+            );
+            match schemas.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let id = writer
+                        .add_schema(&r.schema, &r.schema_encoding, &r.schema_data)
+                        .map_err(mcap_err)?;
+                    schemas.insert(key, id);
+                    id
+                }
+            }
+        };
+        let metadata = BTreeMap::from([
+            (keys::GROUP.to_owned(), stream.group.clone()),
+            (keys::KIND.to_owned(), keys::RECORDED_KIND.to_owned()),
+            (keys::RECORDED_REASON.to_owned(), r.reason.clone()),
+        ]);
+        let channel = writer
+            .add_channel(schema, &r.topic, &r.message_encoding, &metadata)
+            .map_err(mcap_err)?;
+        let group = group_index(&stream.group);
+        group_topics
+            .entry(stream.group.clone())
+            .or_default()
+            .push(r.topic.clone());
+        for message in &r.messages {
+            pending.push(Pending {
+                group,
+                window: message.log_time.saturating_sub(origin) / config.signal_window_ns,
+                channel,
+                log_time: message.log_time,
+                publish_time: message.publish_time,
+                data: message.data.to_vec(),
+            });
         }
     }
 

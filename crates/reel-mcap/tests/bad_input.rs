@@ -117,47 +117,81 @@ fn unknown_topics_and_groups_are_named() {
 }
 
 #[test]
-fn unknown_landing_schema_is_an_error_unless_skipped() {
+fn landing_topics_nothing_reads_are_kept_as_recorded_unless_skipped() {
     let mut writer = mcap::WriteOptions::new()
         .create(Cursor::new(Vec::new()))
         .unwrap();
-    let schema = writer
-        .add_schema("diagnostic_msgs/msg/DiagnosticArray", "ros2msg", b"")
+    let strings = writer
+        .add_schema("std_msgs/msg/String", "ros2msg", b"string data\n")
         .unwrap();
-    let channel = writer
-        .add_channel(schema, "/diagnostics", "cdr", &BTreeMap::new())
+    let broken = writer
+        .add_schema(
+            "acme_msgs/msg/Thing",
+            "ros2msg",
+            b"acme_msgs/Missing inner\n",
+        )
         .unwrap();
-    let header = mcap::records::MessageHeader {
-        channel_id: channel,
-        sequence: 0,
-        log_time: 5,
-        publish_time: 5,
+    let joints = writer
+        .add_schema(
+            "std_msgs/msg/Float64MultiArray",
+            "ros2msg",
+            b"float64[] data\n",
+        )
+        .unwrap();
+    let mut put = |schema, topic: &str, data: &[u8], time: u64| {
+        let channel = writer
+            .add_channel(schema, topic, "cdr", &BTreeMap::new())
+            .unwrap();
+        let header = mcap::records::MessageHeader {
+            channel_id: channel,
+            sequence: 0,
+            log_time: time,
+            publish_time: time,
+        };
+        writer.write_to_known_channel(&header, data).unwrap();
     };
-    writer
-        .write_to_known_channel(&header, &[0, 1, 0, 0])
-        .unwrap();
+    put(
+        strings,
+        "/chatter",
+        &[0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0],
+        5,
+    );
+    put(broken, "/thing", &[0, 1, 0, 0], 6);
+    // One double (32.0), after 4 bytes that align it to 8.
+    put(
+        joints,
+        "/values",
+        &[
+            0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x40,
+        ],
+        7,
+    );
     writer.finish().unwrap();
     let landing = writer.into_inner().into_inner();
 
-    let err = pack_episode("diag.mcap", &landing, &PackConfig::default()).unwrap_err();
-    assert!(matches!(err, Error::UnknownSchema { .. }), "{err}");
-    let text = err.to_string();
-    assert!(
-        text.contains("diag.mcap")
-            && text.contains("/diagnostics")
-            && text.contains("DiagnosticArray"),
-        "{text}"
+    let (bytes, report) = pack_episode("log.mcap", &landing, &PackConfig::default()).unwrap();
+    assert_eq!(report.signals, 1, "{report:?}");
+    assert_eq!(
+        report.recorded_topics["/chatter"],
+        "no images or numeric fields"
     );
+    assert!(
+        report.recorded_topics["/thing"].contains("no definition of acme_msgs/Missing"),
+        "{report:?}"
+    );
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert_eq!(report.problems[0].topic, "/thing");
+    let reader = EpisodeReader::open(MemorySource::new("out.mcap", bytes)).unwrap();
+    let kept = reader.read_topics(&["/chatter"], 0..u64::MAX).unwrap();
+    assert_eq!(&kept[0].data[..], &[0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0]);
 
     let config = PackConfig {
         skip_unknown: true,
         ..PackConfig::default()
     };
-    let (_, report) = pack_episode("diag.mcap", &landing, &config).unwrap();
-    assert_eq!(
-        report.skipped_topics["/diagnostics"],
-        "diagnostic_msgs/msg/DiagnosticArray"
-    );
+    let (_, report) = pack_episode("log.mcap", &landing, &config).unwrap();
+    assert_eq!(report.skipped_topics["/chatter"], "std_msgs/msg/String");
+    assert!(report.recorded_topics.is_empty());
 }
 
 #[test]

@@ -4,86 +4,11 @@
 //! One pass keeps memory at two decoded frames whatever the episode length, and decodes
 //! each JPEG exactly once, so ingest costs little more than the encoder alone.
 
-use reel_mcap::{CameraStream, ImageEncoding, LandingCamera, VideoFrame};
-use reel_video::{EncoderConfig, H264Encoder, ImageDecoder, ImageFormat, RgbImage};
-use serde::{Deserialize, Serialize};
+use reel_mcap::{CameraStream, EncodeConfig, ImageEncoding, LandingCamera, VideoFrame};
+use reel_video::{H264Encoder, ImageDecoder, RgbImage};
 
 use crate::resample::CameraGrid;
 use crate::{Error, Result};
-
-/// H.264 settings of canonical cameras (the same defaults as `reel-pack`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EncodeConfig {
-    /// FFmpeg's H.264 encoder. Left out of the settings digest while it is the default,
-    /// so episodes encoded before the setting existed stay current.
-    #[serde(skip_serializing_if = "is_default_encoder")]
-    pub encoder: String,
-    /// Grid frames per GOP, and per camera chunk window.
-    pub gop: u32,
-    /// x264 constant rate factor.
-    pub crf: f32,
-    /// x264 preset.
-    pub preset: String,
-    /// x264 tune (empty for none).
-    pub tune: String,
-    /// Chunk window of numeric groups, seconds.
-    pub signal_window_s: f64,
-    /// Topic group of cameras.
-    pub camera_group: String,
-    /// Topic group of numeric streams.
-    pub signal_group: String,
-}
-
-impl Default for EncodeConfig {
-    fn default() -> Self {
-        Self {
-            encoder: reel_video::DEFAULT_ENCODER.into(),
-            gop: 30,
-            crf: 23.0,
-            preset: "medium".into(),
-            tune: "fastdecode".into(),
-            signal_window_s: 2.0,
-            camera_group: "cameras".into(),
-            signal_group: "proprio".into(),
-        }
-    }
-}
-
-impl EncodeConfig {
-    /// The encoder settings for one camera stream (one x264 thread: cameras and episodes
-    /// run in parallel instead).
-    pub fn encoder(&self, fps: u32) -> EncoderConfig {
-        EncoderConfig {
-            encoder: self.encoder.clone(),
-            // Keyframes are forced at window starts; the slack keeps x264 from adding its own.
-            gop: self.gop + self.gop / 2 + 1,
-            crf: self.crf,
-            preset: self.preset.clone(),
-            tune: (!self.tune.is_empty()).then(|| self.tune.clone()),
-            fps: fps.max(1),
-            threads: 1,
-            ..EncoderConfig::default()
-        }
-    }
-
-    /// Checks the settings.
-    pub fn validate(&self) -> Result<()> {
-        if self.gop == 0
-            || !(0.0..=51.0).contains(&self.crf)
-            || !(self.signal_window_s.is_finite() && self.signal_window_s > 0.0)
-        {
-            return Err(Error::Config(
-                "encode: gop must be ≥ 1, crf in 0..=51, signal_window_s > 0".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn is_default_encoder(encoder: &str) -> bool {
-    encoder == reel_video::DEFAULT_ENCODER
-}
 
 /// What one landing frame looked like.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -111,51 +36,12 @@ pub struct CameraOutput {
     pub substituted: u64,
 }
 
-fn image_format(encoding: &ImageEncoding) -> Option<ImageFormat> {
-    match encoding {
-        ImageEncoding::Jpeg => Some(ImageFormat::Jpeg),
-        ImageEncoding::Png => Some(ImageFormat::Png),
-        ImageEncoding::Raw { .. } => None,
-    }
-}
-
 fn decode_frame(
     decoder: &mut ImageDecoder,
     encoding: &ImageEncoding,
     data: &[u8],
 ) -> Option<RgbImage> {
-    match image_format(encoding) {
-        Some(format) => decoder.decode(format, data).ok(),
-        None => {
-            let ImageEncoding::Raw {
-                encoding,
-                width,
-                height,
-                step,
-            } = encoding
-            else {
-                return None;
-            };
-            let channels = if encoding == "mono8" { 1 } else { 3 };
-            if *step < width * channels || data.len() < step * height {
-                return None;
-            }
-            let mut rgb = Vec::with_capacity(width * height * 3);
-            for row in data.chunks(*step).take(*height) {
-                match encoding.as_str() {
-                    "rgb8" => rgb.extend_from_slice(&row[..width * 3]),
-                    "bgr8" => rgb.extend(
-                        row[..width * 3]
-                            .chunks_exact(3)
-                            .flat_map(|p| [p[2], p[1], p[0]]),
-                    ),
-                    "mono8" => rgb.extend(row[..*width].iter().flat_map(|&v| [v, v, v])),
-                    _ => return None,
-                }
-            }
-            Some(RgbImage::new(*width, *height, rgb))
-        }
-    }
+    encoding.to_rgb(decoder, data).ok()
 }
 
 /// Luma statistics of a frame: (mean luma, share of pixels with luma below `black_luma`).

@@ -3,13 +3,16 @@
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
-use reel_mcap::{CameraStream, CanonicalEpisode, SignalKind, SignalStream, WriteConfig};
+use reel_mcap::{
+    CameraStream, CanonicalEpisode, RecordedStream, SignalKind, SignalStream, StreamProblem,
+    WriteConfig,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::camera::{CameraOutput, encode_camera};
 use crate::config::PipelineConfig;
 use crate::derive::derive_signals;
-use crate::episode::{EpisodeInfo, Landing, decode_landing};
+use crate::episode::{EpisodeInfo, Landing, decode_landing, decode_recording};
 use crate::qc::{CameraStats, QcReport, quality_check};
 use crate::resample::{Resampled, resample};
 use crate::{Error, Result, SCHEMA_VERSION};
@@ -85,8 +88,14 @@ pub struct EpisodeSummary {
     pub streams: Vec<StreamStats>,
     /// Quality checks.
     pub qc: QcReport,
-    /// Landing topics left out (unknown schemas), with their schema.
+    /// Landing topics left out, with their schema.
     pub skipped_topics: BTreeMap<String, String>,
+    /// Landing topics kept as recorded in the `other` group, with why Reel did not read them.
+    #[serde(default)]
+    pub recorded_topics: BTreeMap<String, String>,
+    /// Landing topics that lost messages to decoding.
+    #[serde(default)]
+    pub problems: Vec<StreamProblem>,
 }
 
 impl EpisodeSummary {
@@ -139,7 +148,34 @@ pub fn process_episode(
     config: &PipelineConfig,
 ) -> Result<ProcessedEpisode> {
     let config_digest = config.digest()?;
-    let landing = decode_landing(name, fallback_id, landing_bytes)?;
+    process_landing(
+        decode_landing(name, fallback_id, landing_bytes)?,
+        config,
+        config_digest,
+    )
+}
+
+/// [`process_episode`] for a recording already fetched: an MCAP or a rosbag2 recording.
+pub fn process_recording(
+    name: &str,
+    fallback_id: &str,
+    files: &reel_mcap::LandingFiles,
+    config: &PipelineConfig,
+) -> Result<ProcessedEpisode> {
+    let config_digest = config.digest()?;
+    process_landing(
+        decode_recording(name, fallback_id, files)?,
+        config,
+        config_digest,
+    )
+}
+
+fn process_landing(
+    landing: Landing,
+    config: &PipelineConfig,
+    config_digest: String,
+) -> Result<ProcessedEpisode> {
+    let name = landing.name.as_str();
     let resampled = resample(&landing.episode, &config.resample);
     let derived = derive_signals(&resampled.signals, &config.encode.signal_group);
     let black_luma = config.qc.black_luma();
@@ -265,6 +301,13 @@ fn summarize(
         streams,
         qc,
         skipped_topics: landing.episode.skipped.clone(),
+        recorded_topics: landing
+            .episode
+            .other
+            .iter()
+            .map(|r| (r.topic.clone(), r.reason.clone()))
+            .collect(),
+        problems: landing.episode.problems.clone(),
     }
 }
 
@@ -324,15 +367,25 @@ pub fn write_canonical(
         .first()
         .map(|c| c.period_ns)
         .unwrap_or(33_333_333);
+    let recorded = landing
+        .episode
+        .other
+        .iter()
+        .map(|r| RecordedStream {
+            group: reel_mcap::keys::OTHER_GROUP.into(),
+            recorded: r.clone(),
+        })
+        .collect();
     let canonical = CanonicalEpisode {
         origin_ns: resampled.origin_ns,
         cameras,
         signals,
+        recorded,
         episode,
     };
     let write = WriteConfig {
         camera_window_ns: camera_period * config.encode.gop as u64,
-        signal_window_ns: (config.encode.signal_window_s * 1e9) as u64,
+        signal_window_ns: config.encode.signal_window_ns(),
         ..WriteConfig::default()
     };
     Ok(reel_mcap::write_episode(&canonical, &write)?)

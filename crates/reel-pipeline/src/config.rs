@@ -3,11 +3,11 @@
 use reel_manifest::fnv1a;
 use serde::{Deserialize, Serialize};
 
-use crate::camera::EncodeConfig;
 use crate::qc::QcConfig;
 use crate::resample::ResampleConfig;
 use crate::segment::check_segment;
 use crate::{Error, PIPELINE_VERSION, Result};
+use reel_mcap::EncodeConfig;
 
 /// Everything that decides what ingest produces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,7 +53,9 @@ impl PipelineConfig {
         check_segment("pipeline version", &self.pipeline_version)?;
         self.resample.validate()?;
         self.qc.validate()?;
-        self.encode.validate()
+        self.encode
+            .validate("encode")
+            .map_err(|e| Error::Config(e.to_string()))
     }
 
     /// Parses a config read from `name` (a path or a store URI): JSON when the name ends

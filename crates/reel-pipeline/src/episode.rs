@@ -38,10 +38,29 @@ pub struct Landing {
 }
 
 /// Parses a landing MCAP held in memory. `fallback_id` names the episode when its
-/// metadata has no `episode_id`. Topics with schemas Reel does not know are skipped and
-/// listed in [`LandingEpisode::skipped`]; an episode without any stream is an error.
+/// metadata has no `episode_id`. Topics Reel does not read are kept as recorded
+/// ([`LandingEpisode::other`]); an episode without any camera or numeric stream is an error.
 pub fn decode_landing(name: &str, fallback_id: &str, bytes: &[u8]) -> Result<Landing> {
-    let episode = reel_mcap::read_landing(name, bytes, &|_| false, true)?;
+    let episode = reel_mcap::read_landing(name, bytes, &|_| false)?;
+    landing_of(name, fallback_id, episode, bytes.len() as u64)
+}
+
+/// [`decode_landing`] for a recording already fetched: an MCAP or a rosbag2 recording.
+pub fn decode_recording(
+    name: &str,
+    fallback_id: &str,
+    files: &reel_mcap::LandingFiles,
+) -> Result<Landing> {
+    let episode = files.read(&|_| false)?;
+    landing_of(name, fallback_id, episode, files.len())
+}
+
+fn landing_of(
+    name: &str,
+    fallback_id: &str,
+    episode: LandingEpisode,
+    bytes: u64,
+) -> Result<Landing> {
     let landing_err = |reason: String| Error::Landing {
         name: name.to_owned(),
         reason,
@@ -95,7 +114,7 @@ pub fn decode_landing(name: &str, fallback_id: &str, bytes: &[u8]) -> Result<Lan
             recorded_at_ns,
         },
         episode,
-        bytes: bytes.len() as u64,
+        bytes,
     })
 }
 

@@ -51,9 +51,10 @@ mod resample;
 mod segment;
 mod state;
 
-pub use camera::{CameraOutput, EncodeConfig, FrameStat, encode_camera};
+pub use camera::{CameraOutput, FrameStat, encode_camera};
 pub use canonical::{
-    EpisodeSummary, ProcessedEpisode, Provenance, StreamStats, process_episode, write_canonical,
+    EpisodeSummary, ProcessedEpisode, Provenance, StreamStats, process_episode, process_recording,
+    write_canonical,
 };
 pub use config::PipelineConfig;
 pub use derive::{ACCELERATION_TOPIC, VELOCITY_TOPIC, derive_signals};
@@ -62,13 +63,14 @@ pub use engine::{
     StaleEpisode, Step, StepReport, current_landing_keys, stale_episodes,
 };
 pub use enrich::{Enricher, LabelSet, MotionSegments, Segment};
-pub use episode::{EpisodeInfo, Landing, decode_landing};
+pub use episode::{EpisodeInfo, Landing, decode_landing, decode_recording};
 pub use index::{encode_warehouse, row_of};
 pub use plan::{
     BatchTarget, Plan, PlanBatch, PlanEpisode, bin_pack, list_landing, make_plan, start_jitter,
 };
 pub use qc::{CameraStats, CheckKind, Finding, QcConfig, QcMetrics, QcReport, quality_check};
 pub use reel_io::ErrorKind;
+pub use reel_mcap::EncodeConfig;
 pub use resample::{CameraGrid, GridSignal, ResampleConfig, Resampled, resample};
 pub use state::{Claim, CommitRecord, Quarantine, StateStore};
 

@@ -93,18 +93,45 @@ impl Plan {
     }
 }
 
-/// Landing episodes (`*.mcap`) directly under `prefix` of `store`, with their sizes,
-/// sorted by key. Sizes are fetched in parallel (one stat each).
+/// Landing episodes under `prefix` of `store`, with their sizes, sorted by key: the
+/// `*.mcap` objects directly under it, and the rosbag2 recordings in its folders (keyed by
+/// their `metadata.yaml`, sized by their `.db3` or `.mcap` files). Sizes are fetched in parallel (one
+/// stat each).
 pub fn list_landing(store: &Store, prefix: &str) -> Result<Vec<PlanEpisode>> {
-    let keys: Vec<String> = store
-        .list(prefix)?
-        .into_iter()
-        .filter(|k| k.ends_with(".mcap"))
-        .filter(|k| !k.rsplit('/').next().unwrap_or(k).starts_with('.'))
+    let hidden = |k: &str| k.rsplit('/').next().unwrap_or(k).starts_with('.');
+    let depth = |k: &str| {
+        k[prefix.len().min(k.len())..]
+            .trim_start_matches('/')
+            .matches('/')
+            .count()
+    };
+    let all = store.list_recursive(prefix)?;
+    let mut episodes: Vec<(String, Vec<String>)> = all
+        .iter()
+        .filter(|k| k.ends_with(".mcap") && depth(k) == 0 && !hidden(k))
+        .map(|k| (k.clone(), vec![k.clone()]))
         .collect();
-    keys.into_par_iter()
-        .map(|key| {
-            let bytes = store.len_of(&key)?;
+    for bag in all
+        .iter()
+        .filter(|k| reel_mcap::is_rosbag2(k) && depth(k) == 1)
+    {
+        let folder = bag.strip_suffix("metadata.yaml").unwrap_or(bag);
+        let files = all
+            .iter()
+            .filter(|k| k.starts_with(folder) && (k.ends_with(".db3") || k.ends_with(".mcap")))
+            .filter(|k| !hidden(k))
+            .cloned()
+            .collect();
+        episodes.push((bag.clone(), files));
+    }
+    episodes.sort();
+    episodes
+        .into_par_iter()
+        .map(|(key, files)| {
+            let bytes = files
+                .iter()
+                .map(|f| store.len_of(f))
+                .sum::<std::result::Result<u64, _>>()?;
             Ok(PlanEpisode { key, bytes })
         })
         .collect()

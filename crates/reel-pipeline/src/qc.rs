@@ -42,6 +42,9 @@ pub struct QcConfig {
     pub choppy_ratio: f64,
     /// A stream below this share of its target rate (outside flagged gaps) falls short.
     pub min_rate_ratio: f64,
+    /// A stream that starts this much after the episode's first message, or ends this much
+    /// before its last, does not cover the episode, seconds.
+    pub coverage_gap_s: f64,
 }
 
 impl Default for QcConfig {
@@ -57,6 +60,7 @@ impl Default for QcConfig {
             choppy_window_s: 0.25,
             choppy_ratio: 0.3,
             min_rate_ratio: 0.9,
+            coverage_gap_s: 0.5,
         }
     }
 }
@@ -86,6 +90,7 @@ impl QcConfig {
             self.joint_jump_rad,
             self.jerk_rad,
             self.choppy_window_s,
+            self.coverage_gap_s,
         ];
         if unit.iter().any(|v| !(0.0..=1.0).contains(v))
             || positive.iter().any(|v| !(v.is_finite() && *v > 0.0))
@@ -119,6 +124,10 @@ pub enum CheckKind {
     TimestampGap,
     /// A stream ran below its target rate.
     RateShortfall,
+    /// A stream started late or ended early: it does not cover the whole episode.
+    StreamCoverage,
+    /// Landing messages that did not decode (counted per topic; the rest were read).
+    UndecodedMessages,
 }
 
 impl CheckKind {
@@ -133,6 +142,8 @@ impl CheckKind {
             Self::HandPoseDropout => "hand_pose_dropout",
             Self::TimestampGap => "timestamp_gap",
             Self::RateShortfall => "rate_shortfall",
+            Self::StreamCoverage => "stream_coverage",
+            Self::UndecodedMessages => "undecoded_messages",
         }
     }
 }
@@ -194,10 +205,13 @@ impl QcReport {
         QcSummary {
             camera_blackout: self.has(CheckKind::CameraBlackout),
             frozen_frames: self.has(CheckKind::FrozenFrames),
-            corrupt_frames: self.has(CheckKind::CorruptFrame),
+            // Messages that do not decode are corrupt input, whatever the topic.
+            corrupt_frames: self.has(CheckKind::CorruptFrame)
+                || self.has(CheckKind::UndecodedMessages),
             choppy_joints: self.has(CheckKind::ChoppyJoints) || self.has(CheckKind::JointJump),
             hand_dropout: self.has(CheckKind::HandPoseDropout),
-            timestamp_gap: self.has(CheckKind::TimestampGap),
+            // A stream silent at the episode's edges is a gap of that stream too.
+            timestamp_gap: self.has(CheckKind::TimestampGap) || self.has(CheckKind::StreamCoverage),
             rate_shortfall: self.has(CheckKind::RateShortfall),
             dark_frame_ratio: self.metrics.dark_frame_ratio,
             frozen_frame_ratio: self.metrics.frozen_frame_ratio,
@@ -234,6 +248,19 @@ pub fn quality_check(
         });
     }
     stream_timing(episode, rates, config, &stalls, &mut report);
+    stream_coverage(episode, config, &mut report);
+    for problem in &episode.problems {
+        report.findings.push(Finding {
+            kind: CheckKind::UndecodedMessages,
+            topic: problem.topic.clone(),
+            start_ns: problem.first_log_time,
+            end_ns: problem.first_log_time,
+            detail: Some(format!(
+                "{} of {} messages did not decode, the first: {}",
+                problem.bad_messages, problem.messages, problem.reason
+            )),
+        });
+    }
     check_cameras(cameras, config, &mut report);
     for signal in &episode.signals {
         match signal.kind {
@@ -280,6 +307,44 @@ fn stream_times(episode: &LandingEpisode) -> impl Iterator<Item = Vec<u64>> + '_
                 .iter()
                 .map(|s| s.samples.iter().map(|s| s.log_time).collect()),
         )
+}
+
+/// Streams that start late or end early by more than `coverage_gap_s`: the spans of the
+/// episode they leave without data.
+fn stream_coverage(episode: &LandingEpisode, config: &QcConfig, report: &mut QcReport) {
+    let topics = episode
+        .cameras
+        .iter()
+        .map(|c| c.topic.as_str())
+        .chain(episode.signals.iter().map(|s| s.topic.as_str()));
+    let spans: Vec<(&str, u64, u64)> = topics
+        .zip(stream_times(episode))
+        .filter_map(|(topic, times)| Some((topic, *times.first()?, *times.last()?)))
+        .collect();
+    // Streams of one message (a latched `/tf_static`) hold for the whole episode.
+    let lasting = spans.iter().filter(|(_, first, last)| last > first);
+    let (Some(start), Some(end)) = (
+        lasting.clone().map(|s| s.1).min(),
+        lasting.map(|s| s.2).max(),
+    ) else {
+        return;
+    };
+    let bound = (config.coverage_gap_s * 1e9) as u64;
+    for &(topic, first, last) in spans.iter().filter(|(_, first, last)| last > first) {
+        for (gap_start, gap_end, detail) in
+            [(start, first, "starts late"), (last, end, "ends early")]
+        {
+            if gap_end - gap_start > bound {
+                report.findings.push(Finding {
+                    kind: CheckKind::StreamCoverage,
+                    topic: topic.to_owned(),
+                    start_ns: gap_start,
+                    end_ns: gap_end,
+                    detail: Some(detail.to_owned()),
+                });
+            }
+        }
+    }
 }
 
 fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
@@ -610,6 +675,69 @@ mod tests {
         let full = run(200.0);
         assert!(full.findings.is_empty(), "{:?}", full.findings);
         assert!(full.summary().pass());
+    }
+
+    #[test]
+    fn a_stream_that_ends_early_or_starts_late_does_not_cover_the_episode() {
+        // Joint states for 10 s; actions from 0.3 s (within the bound) to 4.2 s (5.8 s short).
+        let mut actions = joints(200.0, 10.0);
+        actions.topic = "/action".into();
+        actions.kind = SignalKind::Action;
+        actions
+            .samples
+            .retain(|s| (300_000_000..4_200_000_000).contains(&s.log_time));
+        let mut late = joints(200.0, 10.0);
+        late.topic = "/late".into();
+        late.samples.retain(|s| s.log_time >= 2_000_000_000);
+        let episode = LandingEpisode {
+            signals: vec![joints(200.0, 10.0), actions, late],
+            problems: vec![reel_mcap::StreamProblem {
+                topic: "/imu".into(),
+                schema: "sensor_msgs/msg/Imu".into(),
+                bad_messages: 2,
+                messages: 50,
+                reason: "message ends early".into(),
+                first_log_time: 7,
+            }],
+            ..Default::default()
+        };
+        let report = quality_check(
+            &episode,
+            &[],
+            &ResampleConfig::default(),
+            &QcConfig::default(),
+        );
+        let coverage: Vec<(&str, u64, u64, &str)> = report
+            .findings
+            .iter()
+            .filter(|f| f.kind == CheckKind::StreamCoverage)
+            .map(|f| {
+                (
+                    f.topic.as_str(),
+                    f.start_ns,
+                    f.end_ns,
+                    f.detail.as_deref().unwrap_or(""),
+                )
+            })
+            .collect();
+        let end = 9_995_000_000;
+        assert_eq!(
+            coverage,
+            [
+                ("/late", 0, 2_000_000_000, "starts late"),
+                ("/action", 4_195_000_000, end, "ends early")
+            ]
+        );
+        let undecoded = report
+            .findings
+            .iter()
+            .find(|f| f.kind == CheckKind::UndecodedMessages)
+            .expect("a finding for the undecoded messages");
+        assert_eq!(undecoded.topic, "/imu");
+        let detail = undecoded.detail.as_deref().unwrap_or_default();
+        assert!(detail.starts_with("2 of 50 messages"), "{detail}");
+        let summary = report.summary();
+        assert!(summary.timestamp_gap && summary.corrupt_frames && !summary.pass());
     }
 
     #[test]

@@ -125,10 +125,11 @@ impl StateStore {
         Ok(out)
     }
 
-    /// Key of the quarantine record of `landing_key`: the landing key without `.mcap`
-    /// under `quarantine/` (`quarantine/ep-7.json`, `quarantine/robot-b/ep-7.json`).
+    /// Key of the quarantine record of `landing_key`: the landing key without `.mcap` (a
+    /// rosbag2 recording's folder) under `quarantine/` (`quarantine/ep-7.json`,
+    /// `quarantine/robot-b/ep-7.json`).
     pub fn quarantine_key(landing_key: &str) -> String {
-        let stem = landing_key.strip_suffix(".mcap").unwrap_or(landing_key);
+        let stem = reel_mcap::recording_stem(landing_key);
         format!("quarantine/{stem}.json")
     }
 

@@ -31,6 +31,14 @@ pub fn compressed_image_schema() -> String {
     )
 }
 
+/// `sensor_msgs/msg/Image`.
+pub fn image_schema() -> String {
+    with_dependencies(
+        "std_msgs/Header header\nuint32 height\nuint32 width\nstring encoding\nuint8 is_bigendian\nuint32 step\nuint8[] data\n",
+        &[HEADER, TIME],
+    )
+}
+
 /// `sensor_msgs/msg/JointState`.
 pub fn joint_state_schema() -> String {
     with_dependencies(
@@ -84,6 +92,10 @@ impl CdrWriter {
         let offset = self.buf.len() - 4;
         let pad = (n - offset % n) % n;
         self.buf.extend(std::iter::repeat_n(0u8, pad));
+    }
+
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
     }
 
     pub fn u32(&mut self, v: u32) {
@@ -143,6 +155,25 @@ pub fn compressed_image(stamp_ns: u64, frame_id: &str, format: &str, data: &[u8]
     let mut w = CdrWriter::new();
     w.header(stamp_ns, frame_id);
     w.string(format);
+    w.bytes(data);
+    w.finish()
+}
+
+/// Serializes a `sensor_msgs/msg/Image` of `height` rows of `step` bytes.
+pub fn image(
+    stamp_ns: u64,
+    frame_id: &str,
+    (width, height, step): (u32, u32, u32),
+    encoding: &str,
+    data: &[u8],
+) -> Vec<u8> {
+    let mut w = CdrWriter::new();
+    w.header(stamp_ns, frame_id);
+    w.u32(height);
+    w.u32(width);
+    w.string(encoding);
+    w.u8(0);
+    w.u32(step);
     w.bytes(data);
     w.finish()
 }

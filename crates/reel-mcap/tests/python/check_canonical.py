@@ -52,7 +52,7 @@ def main():
         fail(f"counts differ: {counts} vs {expected['counts']}")
     if summary.statistics.message_count != sum(counts.values()):
         fail("statistics message count differs")
-    if "episode" not in metadata or metadata["episode"].get("reel.format_version") != "1":
+    if "episode" not in metadata or metadata["episode"].get("reel.format_version") != "2":
         fail(f"episode metadata missing: {list(metadata)}")
 
     # 2. Every chunk's CRC, and every MessageIndex entry points at a message with that log time.

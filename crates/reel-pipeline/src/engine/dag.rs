@@ -113,10 +113,11 @@ impl BatchSpec {
     }
 }
 
-/// The episode id a landing key stands for: its file name without `.mcap`.
+/// The episode id a landing key stands for: its file name without `.mcap`, or a rosbag2
+/// recording's folder name.
 pub(crate) fn stem_of(landing_key: &str) -> &str {
-    let name = landing_key.rsplit('/').next().unwrap_or(landing_key);
-    name.strip_suffix(".mcap").unwrap_or(name)
+    let stem = reel_mcap::recording_stem(landing_key);
+    stem.rsplit('/').next().unwrap_or(stem)
 }
 
 /// How a run treats existing state.

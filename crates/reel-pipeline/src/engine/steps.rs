@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use reel_io::ByteSource;
 use reel_mcap::EpisodeReader;
 
-use crate::canonical::{EpisodeSummary, process_episode, summary_of_metadata};
+use crate::canonical::{EpisodeSummary, process_recording, summary_of_metadata};
 use crate::engine::dag::{BatchSpec, RunOptions, Step, stem_of};
 use crate::engine::report::{EpisodeStatus, Event};
 use crate::engine::run::{Pipeline, Sink, StepWork};
@@ -17,9 +17,13 @@ use crate::index::encode_warehouse;
 use crate::state::{Claim, CommitRecord, Quarantine, StateStore};
 use crate::{Error, ErrorKind, Result, now_ns};
 
-/// Fingerprint of a landing object's bytes.
-fn landing_digest(bytes: &[u8]) -> String {
-    format!("{:032x}", twox_hash::XxHash3_128::oneshot(bytes))
+/// Fingerprint of a landing recording's bytes (all its files, in order).
+fn landing_digest(files: &reel_mcap::LandingFiles) -> String {
+    let mut hasher = twox_hash::XxHash3_128::new();
+    for part in files.parts() {
+        hasher.write(part);
+    }
+    format!("{:032x}", hasher.finish_128())
 }
 
 enum Outcome {
@@ -126,10 +130,10 @@ impl Pipeline {
     /// episode itself is bad, a quarantine record. Failures of any other kind are
     /// returned, so the batch fails and nothing is recorded for this episode.
     fn ingest_episode(&self, landing_key: &str, id: &str) -> Result<Outcome> {
-        let landing = match self.landing.read(landing_key) {
+        let landing = match reel_mcap::LandingFiles::fetch(&self.landing, landing_key) {
             Ok(landing) => landing,
             // A planned episode that vanished from landing is bad input too.
-            Err(reel_io::Error::NotFound { name }) => {
+            Err(reel_mcap::Error::Io(reel_io::Error::NotFound { name })) => {
                 return self.quarantine(
                     landing_key,
                     id,
@@ -139,9 +143,12 @@ impl Pipeline {
                     },
                 );
             }
+            Err(e) if e.kind() == reel_io::ErrorKind::BadInput => {
+                return self.quarantine(landing_key, id, e.into());
+            }
             Err(e) => return Err(e.into()),
         };
-        let processed = match process_episode(landing_key, id, &landing, &self.config) {
+        let processed = match process_recording(landing_key, id, &landing, &self.config) {
             Ok(processed) => processed,
             Err(e) if e.kind() == ErrorKind::BadInput => {
                 return self.quarantine(landing_key, id, e);

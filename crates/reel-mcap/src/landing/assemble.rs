@@ -1,0 +1,405 @@
+//! Landing messages in, streams out: each topic decoded by its schema and recognised by
+//! its type, whatever container the messages came from (MCAP or rosbag2).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::interpret::{self, Interpretation};
+use super::protobuf::ProtobufSchema;
+use super::ros2msg::{Ros2Schema, normalize_type};
+use super::value::Fields;
+use super::{
+    ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingRecorded, LandingSignal,
+    RecordedMessage, StreamProblem,
+};
+use crate::writer::Sample;
+
+/// A topic as its container describes it.
+#[derive(Debug, Clone)]
+pub(crate) struct ChannelInfo {
+    pub topic: String,
+    pub schema: String,
+    pub schema_encoding: String,
+    pub schema_data: Bytes,
+    pub message_encoding: String,
+}
+
+enum Decoder {
+    Ros2(Ros2Schema),
+    Protobuf(ProtobufSchema),
+    Json,
+}
+
+impl Decoder {
+    fn for_channel(info: &ChannelInfo) -> Result<Self, String> {
+        match (
+            info.message_encoding.as_str(),
+            info.schema_encoding.as_str(),
+        ) {
+            ("cdr", "ros2msg") => {
+                let text = std::str::from_utf8(&info.schema_data)
+                    .map_err(|_| "ros2msg schema is not UTF-8".to_owned())?;
+                Ros2Schema::parse(&info.schema, text)
+                    .map(Self::Ros2)
+                    .map_err(|e| format!("schema does not parse: {e}"))
+            }
+            ("cdr", "") => Err(format!(
+                "no message definition for `{}` in the log (rosbag2 before Iron stores none)",
+                info.schema
+            )),
+            ("cdr", other) => Err(format!("`{other}` schemas are not read yet")),
+            ("protobuf", _) => {
+                ProtobufSchema::parse(&info.schema, &info.schema_data).map(Self::Protobuf)
+            }
+            ("json", _) => Ok(Self::Json),
+            (other, _) => Err(format!("message encoding `{other}` is not read")),
+        }
+    }
+
+    fn decode(&self, data: &[u8]) -> Result<Fields, String> {
+        match self {
+            Self::Ros2(schema) => schema.decode(data),
+            Self::Protobuf(schema) => schema.decode(data),
+            Self::Json => super::json::decode(data),
+        }
+    }
+}
+
+enum State {
+    Skipped,
+    /// Kept as recorded, with the reason.
+    Recorded(String),
+    Reading {
+        decoder: Decoder,
+        interpretation: Option<Interpretation>,
+    },
+}
+
+struct Topic {
+    info: ChannelInfo,
+    state: State,
+    messages: u64,
+    bad: u64,
+    first_bad: Option<(String, u64)>,
+    /// Whether a message has decoded; until then messages are also kept as recorded, so a
+    /// topic that never decodes is kept whole.
+    established: bool,
+    recorded: Vec<RecordedMessage>,
+    /// Whether a schema failure made this topic recorded (reported as a problem).
+    schema_failed: bool,
+}
+
+impl Topic {
+    fn open(skip: &dyn Fn(&str) -> bool, info: ChannelInfo) -> Self {
+        let (state, schema_failed) = if skip(&info.topic) {
+            (State::Skipped, false)
+        } else {
+            match Decoder::for_channel(&info) {
+                Ok(decoder) => (
+                    State::Reading {
+                        decoder,
+                        interpretation: Interpretation::of_type(&normalize_type(&info.schema)),
+                    },
+                    false,
+                ),
+                Err(reason) => (State::Recorded(reason), true),
+            }
+        };
+        Self {
+            info,
+            state,
+            messages: 0,
+            bad: 0,
+            first_bad: None,
+            established: false,
+            recorded: Vec::new(),
+            schema_failed,
+        }
+    }
+}
+
+/// Collects one episode's topics from any container.
+pub(crate) struct Assembler<'a> {
+    skip: &'a dyn Fn(&str) -> bool,
+    /// By topic name: the split files of one recording number their channels each their own way.
+    topics: BTreeMap<String, Topic>,
+    cameras: BTreeMap<String, LandingCamera>,
+    signals: BTreeMap<String, LandingSignal>,
+}
+
+enum Outcome {
+    Read,
+    Bad(String),
+    NothingToRead,
+}
+
+impl<'a> Assembler<'a> {
+    pub(crate) fn new(skip: &'a dyn Fn(&str) -> bool) -> Self {
+        Self {
+            skip,
+            topics: BTreeMap::new(),
+            cameras: BTreeMap::new(),
+            signals: BTreeMap::new(),
+        }
+    }
+
+    /// One message of `topic`; `info` is asked for on the topic's first message.
+    pub(crate) fn push_topic(
+        &mut self,
+        topic: &str,
+        info: impl FnOnce() -> ChannelInfo,
+        log_time: u64,
+        publish_time: u64,
+        data: &[u8],
+    ) {
+        let skip = self.skip;
+        if !self.topics.contains_key(topic) {
+            self.topics
+                .insert(topic.to_owned(), Topic::open(skip, info()));
+        }
+        let Some(topic) = self.topics.get_mut(topic) else {
+            return;
+        };
+        let recorded = || RecordedMessage {
+            log_time,
+            publish_time,
+            data: Bytes::copy_from_slice(data),
+        };
+        topic.messages += 1;
+        let outcome = match &mut topic.state {
+            State::Skipped => return,
+            State::Recorded(_) => {
+                topic.recorded.push(recorded());
+                return;
+            }
+            State::Reading {
+                decoder,
+                interpretation,
+            } => match decoder.decode(data) {
+                Err(reason) => Outcome::Bad(reason),
+                Ok(fields) => {
+                    let kind =
+                        *interpretation.get_or_insert_with(|| Interpretation::of_fields(&fields));
+                    read_message(
+                        &topic.info,
+                        kind,
+                        fields,
+                        log_time,
+                        publish_time,
+                        &mut self.cameras,
+                        &mut self.signals,
+                    )
+                }
+            },
+        };
+        match outcome {
+            Outcome::Read => {
+                topic.established = true;
+                topic.recorded = Vec::new();
+            }
+            Outcome::NothingToRead if !topic.established => {
+                topic.state = State::Recorded("no images or numeric fields".into());
+                topic.recorded.push(recorded());
+            }
+            Outcome::NothingToRead => {
+                topic.bad += 1;
+                topic
+                    .first_bad
+                    .get_or_insert(("message has no numeric fields".into(), log_time));
+            }
+            Outcome::Bad(reason) => {
+                topic.bad += 1;
+                topic.first_bad.get_or_insert((reason, log_time));
+                if !topic.established {
+                    topic.recorded.push(recorded());
+                }
+            }
+        }
+    }
+
+    pub(crate) fn finish(self) -> LandingEpisode {
+        let mut episode = LandingEpisode::default();
+        for (_, topic) in self.topics {
+            let problem = |bad: u64, reason: String, first_log_time: u64| StreamProblem {
+                topic: topic.info.topic.clone(),
+                schema: topic.info.schema.clone(),
+                bad_messages: bad,
+                messages: topic.messages,
+                reason,
+                first_log_time,
+            };
+            let reason = match topic.state {
+                State::Skipped => {
+                    episode
+                        .skipped
+                        .insert(topic.info.topic.clone(), topic.info.schema.clone());
+                    continue;
+                }
+                State::Recorded(reason) => {
+                    if topic.schema_failed {
+                        let first = topic.recorded.first().map_or(0, |m| m.log_time);
+                        episode
+                            .problems
+                            .push(problem(topic.messages, reason.clone(), first));
+                    }
+                    reason
+                }
+                State::Reading { .. } if topic.established => {
+                    if let Some((reason, at)) = topic.first_bad {
+                        episode.problems.push(problem(topic.bad, reason, at));
+                    }
+                    continue;
+                }
+                State::Reading { .. } => {
+                    // Every message failed: reported, and kept as recorded.
+                    let (reason, at) = topic.first_bad.unwrap_or_default();
+                    episode
+                        .problems
+                        .push(problem(topic.bad, reason.clone(), at));
+                    format!("no message decoded: {reason}")
+                }
+            };
+            let mut messages = topic.recorded;
+            messages.sort_by_key(|m| m.log_time);
+            episode.other.push(LandingRecorded {
+                topic: topic.info.topic,
+                schema: topic.info.schema,
+                schema_encoding: topic.info.schema_encoding,
+                schema_data: topic.info.schema_data,
+                message_encoding: topic.info.message_encoding,
+                reason,
+                messages,
+            });
+        }
+        for (_, mut camera) in self.cameras {
+            camera.frames.sort_by_key(|f| f.log_time);
+            episode.cameras.push(camera);
+        }
+        for (_, mut signal) in self.signals {
+            signal.samples.sort_by_key(|s| s.log_time);
+            episode.signals.push(signal);
+        }
+        episode.other.sort_by(|a, b| a.topic.cmp(&b.topic));
+        episode.problems.sort_by(|a, b| a.topic.cmp(&b.topic));
+        episode
+    }
+}
+
+fn image_encoding(image: &interpret::Image) -> Result<ImageEncoding, String> {
+    match image.geometry {
+        None => {
+            if image.format.contains("compressedDepth") {
+                return Err(format!(
+                    "`{}`: 16-bit depth images are not stored in canonical episodes yet",
+                    image.format
+                ));
+            }
+            let by_bytes = reel_video::ImageFormat::sniff(&image.data);
+            let by_name = reel_video::ImageFormat::from_name(&image.format);
+            match by_bytes.or(by_name) {
+                Some(reel_video::ImageFormat::Jpeg) => Ok(ImageEncoding::Jpeg),
+                Some(reel_video::ImageFormat::Png) => Ok(ImageEncoding::Png),
+                None => Err(format!("unsupported image format `{}`", image.format)),
+            }
+        }
+        Some((width, height, step)) => {
+            let layout = reel_video::PixelLayout::from_name(&image.format).ok_or_else(|| {
+                format!(
+                    "raw image encoding `{}` is not stored yet (16-bit and float images are depth)",
+                    image.format
+                )
+            })?;
+            reel_video::check_raw(layout, width, height, step, image.data.len())
+                .map_err(|e| e.to_string())?;
+            Ok(ImageEncoding::Raw {
+                layout,
+                width,
+                height,
+                step,
+            })
+        }
+    }
+}
+
+fn read_message(
+    info: &ChannelInfo,
+    kind: Interpretation,
+    fields: Fields,
+    log_time: u64,
+    publish_time: u64,
+    cameras: &mut BTreeMap<String, LandingCamera>,
+    signals: &mut BTreeMap<String, LandingSignal>,
+) -> Outcome {
+    if kind.is_camera() {
+        let image = match interpret::image(kind, fields) {
+            Ok(image) => image,
+            Err(reason) => return Outcome::Bad(reason),
+        };
+        let encoding = match image_encoding(&image) {
+            Ok(e) => e,
+            Err(reason) => return Outcome::Bad(reason),
+        };
+        let camera = cameras
+            .entry(info.topic.clone())
+            .or_insert_with(|| LandingCamera {
+                topic: info.topic.clone(),
+                schema: info.schema.clone(),
+                frame_id: image.frame_id.clone(),
+                frames: Vec::new(),
+            });
+        camera.frames.push(LandingFrame {
+            log_time,
+            publish_time,
+            stamp_ns: image.stamp_ns,
+            encoding,
+            data: Bytes::from(image.data),
+        });
+        return Outcome::Read;
+    }
+    let samples = match interpret::values(kind, &fields) {
+        Ok(samples) if samples.is_empty() => return Outcome::NothingToRead,
+        Ok(samples) => samples,
+        Err(reason) => return Outcome::Bad(reason),
+    };
+    // Checked before any is stored, so a bad message costs all of itself and nothing more.
+    let topic_of = |stream: &Option<String>| match stream {
+        None => info.topic.clone(),
+        Some(child) => format!("{}/{child}", info.topic.trim_end_matches('/')),
+    };
+    for s in &samples {
+        if let Some(signal) = signals.get(&topic_of(&s.stream))
+            && signal.fields != s.fields
+        {
+            return Outcome::Bad(format!(
+                "{}: fields changed from {} to {} values mid-stream",
+                signal.topic,
+                signal.fields.len(),
+                s.fields.len()
+            ));
+        }
+    }
+    for s in samples {
+        let topic = topic_of(&s.stream);
+        let signal = signals
+            .entry(topic.clone())
+            .or_insert_with(|| LandingSignal {
+                topic,
+                schema: info.schema.clone(),
+                kind: kind.kind(&info.topic),
+                fields: s.fields.clone(),
+                samples: Vec::new(),
+            });
+        signal.samples.push(Sample {
+            log_time,
+            publish_time,
+            stamp_ns: if s.stamp_ns == 0 {
+                log_time
+            } else {
+                s.stamp_ns
+            },
+            values: s.values,
+        });
+    }
+    Outcome::Read
+}

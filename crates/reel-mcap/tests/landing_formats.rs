@@ -1,0 +1,432 @@
+//! Landing recordings written by an independent writer (`rosbags`): rosbag2 sqlite3 split
+//! in two files, rosbag2 MCAP, and big-endian CDR. Every image encoding and numeric message
+//! type is read from the schema the log carries; topics nothing reads are kept as recorded,
+//! and bad messages cost themselves alone.
+
+#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use reel_io::{MemorySource, Store};
+use reel_mcap::{
+    DoctorOptions, EpisodeReader, LandingEpisode, PackConfig, doctor, keys, pack, read_landing,
+    read_landing_object,
+};
+use reel_video::ImageDecoder;
+use serde_json::Value;
+
+/// The recordings, written once per test binary.
+fn recordings() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/write_rosbags.py");
+        let status = Command::new(reel_io::test_support::python().unwrap())
+            .arg(script)
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "write_rosbags.py failed");
+        dir
+    })
+}
+
+fn expected() -> Value {
+    serde_json::from_slice(&std::fs::read(recordings().join("expected.json")).unwrap()).unwrap()
+}
+
+fn read_db3() -> LandingEpisode {
+    let store = Store::open(recordings().to_str().unwrap()).unwrap();
+    read_landing_object(&store, "split/metadata.yaml", &|_| false)
+        .unwrap()
+        .0
+}
+
+fn read_mcap(name: &str) -> LandingEpisode {
+    let path = recordings().join(name).join(format!("{name}.mcap"));
+    read_landing(name, &std::fs::read(path).unwrap(), &|_| false).unwrap()
+}
+
+fn camera<'a>(episode: &'a LandingEpisode, topic: &str) -> &'a reel_mcap::LandingCamera {
+    episode
+        .cameras
+        .iter()
+        .find(|c| c.topic == topic)
+        .unwrap_or_else(|| panic!("no camera {topic}: {:?}", episode.other))
+}
+
+fn signal<'a>(episode: &'a LandingEpisode, topic: &str) -> &'a reel_mcap::LandingSignal {
+    episode
+        .signals
+        .iter()
+        .find(|s| s.topic == topic)
+        .unwrap_or_else(|| panic!("no signal {topic}: {:?}", episode.other))
+}
+
+fn rgb(episode: &LandingEpisode, topic: &str, frame: usize) -> Vec<u8> {
+    let f = &camera(episode, topic).frames[frame];
+    f.encoding
+        .to_rgb(&mut ImageDecoder::new(), &f.data)
+        .unwrap()
+        .data
+}
+
+fn bytes_of(v: &Value) -> Vec<u8> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap() as u8)
+        .collect()
+}
+
+fn check(episode: &LandingEpisode) {
+    let exp = expected();
+    let frames = exp["frames"].as_u64().unwrap() as usize;
+    let frame0 = bytes_of(&exp["rgb_frame0"]);
+    let frame7 = bytes_of(&exp["rgb_frame7"]);
+
+    // Lossless image paths come back pixel for pixel, padding and all.
+    assert_eq!(rgb(episode, "/camera/rgb", 0), frame0);
+    assert_eq!(rgb(episode, "/camera/png", 7), frame7);
+    let bgra = rgb(episode, "/camera/bgra", 7);
+    assert_eq!(bgra, frame7);
+    let mono = rgb(episode, "/camera/mono", 0);
+    let red: Vec<u8> = frame0.chunks(3).flat_map(|p| [p[0]; 3]).collect();
+    assert_eq!(mono, red);
+    assert!(rgb(episode, "/camera/yuyv", 3).iter().all(|&v| v == 128));
+    let colour = bytes_of(&exp["bayer_colour"]);
+    assert_eq!(
+        rgb(episode, "/camera/bayer", 2),
+        colour.repeat(frame0.len() / 3)
+    );
+    let jpeg = rgb(episode, "/camera/jpeg", 0);
+    let psnr = reel_video::quality::psnr(&frame0, &jpeg);
+    assert!(psnr > 30.0, "JPEG at quality 95: PSNR {psnr:.1} dB");
+    for topic in [
+        "/camera/bgra",
+        "/camera/mono",
+        "/camera/yuyv",
+        "/camera/bayer",
+        "/camera/jpeg",
+        "/camera/png",
+    ] {
+        assert_eq!(camera(episode, topic).frames.len(), frames, "{topic}");
+    }
+    // One message whose step does not fit its bytes costs that message.
+    assert_eq!(camera(episode, "/camera/rgb").frames.len(), frames);
+    let rgb_problem = episode
+        .problems
+        .iter()
+        .find(|p| p.topic == "/camera/rgb")
+        .unwrap();
+    assert_eq!(
+        (rgb_problem.bad_messages, rgb_problem.messages),
+        (1, frames as u64 + 1)
+    );
+    assert!(rgb_problem.reason.contains("step 33"), "{rgb_problem:?}");
+
+    // Numeric streams, by the names a user would query.
+    let joints = signal(episode, "/joint_states");
+    assert_eq!(joints.kind, reel_mcap::SignalKind::State);
+    assert_eq!(
+        joints.fields,
+        [
+            "shoulder.position",
+            "elbow.position",
+            "shoulder.velocity",
+            "elbow.velocity"
+        ]
+    );
+    assert_eq!(joints.samples.len(), frames);
+    assert_eq!(joints.samples[3].values, [3.0, -3.0, 0.5, 0.25]);
+    let start = exp["start_ns"].as_u64().unwrap();
+    let period = exp["period_ns"].as_u64().unwrap();
+    assert_eq!(joints.samples[3].stamp_ns, start + 3 * period);
+    let joint_problem = episode
+        .problems
+        .iter()
+        .find(|p| p.topic == "/joint_states")
+        .unwrap();
+    assert_eq!(joint_problem.bad_messages, 1);
+    assert!(
+        joint_problem.reason.contains("ends early"),
+        "{joint_problem:?}"
+    );
+
+    for (topic, child_x) in [("/tf/base_link", 4.0), ("/tf/gripper", 8.0)] {
+        let tf = signal(episode, topic);
+        assert_eq!(tf.kind, reel_mcap::SignalKind::Pose);
+        assert_eq!(tf.fields[0], "position.x");
+        assert_eq!(
+            tf.samples[4].values,
+            [child_x, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+            "{topic}"
+        );
+    }
+    assert_eq!(
+        signal(episode, "/tf_static/camera_link").samples[0].values[0],
+        0.25
+    );
+    let imu = signal(episode, "/imu");
+    assert_eq!(imu.fields.len(), 10);
+    assert_eq!(imu.fields[6], "angular_velocity.z");
+    assert_eq!(imu.samples[2].values[6], 2.0);
+    let wrench = signal(episode, "/wrench");
+    assert_eq!(
+        wrench.fields,
+        [
+            "force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z"
+        ]
+    );
+    assert_eq!(wrench.samples[1].values, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let cmd = signal(episode, "/cmd_vel");
+    assert_eq!(cmd.kind, reel_mcap::SignalKind::Action);
+    assert_eq!(cmd.samples[2].values, [2.0, 0.0, 0.0, 0.0, 0.0, 0.5]);
+    assert_eq!(signal(episode, "/twist").samples[2].values[3], 2.0);
+    assert_eq!(
+        signal(episode, "/array64").samples[2].values,
+        [2.0, 1.5, -2.0]
+    );
+    assert_eq!(signal(episode, "/array32").samples[2].values, [2.0, 0.5]);
+    assert_eq!(
+        signal(episode, "/pose").samples[2].values,
+        [2.0, 1.0, 2.0, 0.0, 0.0, 0.0, 1.0]
+    );
+    let battery = signal(episode, "/battery");
+    let voltage = battery.fields.iter().position(|f| f == "voltage").unwrap();
+    assert!((battery.samples[2].values[voltage] - 11.8).abs() < 1e-5);
+    assert!(
+        battery.fields.contains(&"cell_voltage[1]".to_owned()),
+        "{:?}",
+        battery.fields
+    );
+
+    // Topics nothing reads are kept as recorded, with why.
+    let other: Vec<(&str, &str)> = episode
+        .other
+        .iter()
+        .map(|o| (o.topic.as_str(), o.reason.as_str()))
+        .collect();
+    assert_eq!(other.len(), 2, "{other:?}");
+    assert_eq!(other[0].0, "/camera/depth");
+    assert!(other[0].1.contains("16UC1"), "{other:?}");
+    assert_eq!(other[1], ("/chatter", "no images or numeric fields"));
+    assert_eq!(episode.other[1].messages.len(), frames);
+    assert_eq!(episode.other[0].schema, "sensor_msgs/msg/Image");
+}
+
+#[test]
+fn rosbag2_sqlite3_split_in_two_files_reads_as_one_episode() {
+    let episode = read_db3();
+    check(&episode);
+    let exp = expected();
+    assert_eq!(
+        signal(&episode, "/joint_states").samples.len() as u64 + 1,
+        exp["counts"]["/joint_states"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn rosbag2_mcap_reads_the_same_in_both_byte_orders() {
+    check(&read_mcap("mcap"));
+    check(&read_mcap("mcap_be"));
+}
+
+#[test]
+fn a_packed_rosbag_keeps_what_reel_does_not_read_and_passes_the_doctor() {
+    let out = tempfile::tempdir().unwrap();
+    let input = recordings().join("split/metadata.yaml");
+    let output = out.path().join("episode.mcap");
+    let report = pack(
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+        &PackConfig::default(),
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(report.cameras, 7);
+    assert_eq!(
+        report.recorded_topics.len(),
+        2,
+        "{:?}",
+        report.recorded_topics
+    );
+    // /camera/depth (no message read), /camera/rgb and /joint_states (one bad each).
+    assert_eq!(report.problems.len(), 3, "{:?}", report.problems);
+    let bytes = std::fs::read(&output).unwrap();
+    let verdict = doctor(
+        MemorySource::new("episode.mcap", bytes.clone()),
+        DoctorOptions::default(),
+    )
+    .unwrap();
+    assert!(verdict.problems.is_empty(), "{:?}", verdict.problems);
+    let reader = EpisodeReader::open(MemorySource::new("episode.mcap", bytes)).unwrap();
+    assert_eq!(
+        reader.groups()[keys::OTHER_GROUP],
+        ["/camera/depth", "/chatter"]
+    );
+    let chatter = reader.read_topics(&["/chatter"], 0..u64::MAX).unwrap();
+    let landing = read_db3();
+    let recorded = &landing
+        .other
+        .iter()
+        .find(|o| o.topic == "/chatter")
+        .unwrap()
+        .messages;
+    assert_eq!(chatter.len(), recorded.len());
+    assert!(
+        chatter
+            .iter()
+            .zip(recorded)
+            .all(|(a, b)| a.data == b.data && a.log_time == b.log_time)
+    );
+    let channel = reader.channel("/chatter").unwrap();
+    assert_eq!(channel.message_encoding, "cdr");
+    assert_eq!(channel.schema.as_ref().unwrap().encoding, "ros2msg");
+
+    // Independent readers: the kept topic decodes as the ROS 2 message it was, and the
+    // cameras follow Foxglove's CompressedVideo rules.
+    let frames = expected()["frames"].as_u64().unwrap();
+    let expected_json = out.path().join("expected.json");
+    let cameras = [
+        "/camera/bayer",
+        "/camera/bgra",
+        "/camera/jpeg",
+        "/camera/mono",
+        "/camera/png",
+        "/camera/rgb",
+        "/camera/yuyv",
+    ];
+    let chatter: Vec<String> = (0..frames).map(|i| format!("hello {i}")).collect();
+    std::fs::write(
+        &expected_json,
+        serde_json::json!({"chatter": chatter, "cameras": cameras}).to_string(),
+    )
+    .unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/check_recorded.py"
+    );
+    let result = Command::new(reel_io::test_support::python().unwrap())
+        .args([
+            script,
+            output.to_str().unwrap(),
+            expected_json.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+}
+
+#[test]
+fn a_truncated_db3_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bag = dir.path().join("bag");
+    std::fs::create_dir(&bag).unwrap();
+    for file in ["metadata.yaml", "split_0.db3", "split_1.db3"] {
+        std::fs::copy(recordings().join("split").join(file), bag.join(file)).unwrap();
+    }
+    let db = std::fs::read(bag.join("split_1.db3")).unwrap();
+    std::fs::write(bag.join("split_1.db3"), &db[..db.len() / 3]).unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let err = read_landing_object(&store, "bag/metadata.yaml", &|_| false).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("split_1.db3"), "{text}");
+    assert!(text.contains("rosbag2"), "{text}");
+
+    std::fs::write(
+        bag.join("metadata.yaml"),
+        "rosbag2_bagfile_information:\n  version: 9\n",
+    )
+    .unwrap();
+    let err = read_landing_object(&store, "bag/metadata.yaml", &|_| false).unwrap_err();
+    assert!(err.to_string().contains("relative_file_paths"), "{err}");
+}
+
+#[test]
+fn a_foxglove_sdk_recording_reads_from_its_embedded_descriptors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mcap, expected) = (dir.path().join("fox.mcap"), dir.path().join("fox.json"));
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/write_foxglove.py"
+    );
+    let status = Command::new(reel_io::test_support::python().unwrap())
+        .args([script, mcap.to_str().unwrap(), expected.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "write_foxglove.py failed");
+    let exp: Value = serde_json::from_slice(&std::fs::read(expected).unwrap()).unwrap();
+    let episode = read_landing("fox.mcap", &std::fs::read(mcap).unwrap(), &|_| false).unwrap();
+    let frames = exp["frames"].as_u64().unwrap() as usize;
+
+    assert_eq!(rgb(&episode, "/fox/raw", 3), bytes_of(&exp["rgb_frame3"]));
+    assert!(rgb(&episode, "/fox/uyvy", 0).iter().all(|&v| v == 128));
+    let psnr = reel_video::quality::psnr(
+        &bytes_of(&exp["rgb_frame3"]),
+        &rgb(&episode, "/fox/jpeg", 3),
+    );
+    assert!(psnr > 30.0, "{psnr}");
+    let start = exp["start_ns"].as_u64().unwrap();
+    let period = exp["period_ns"].as_u64().unwrap();
+    assert_eq!(
+        camera(&episode, "/fox/raw").frames[3].stamp_ns,
+        start + 3 * period
+    );
+    assert_eq!(camera(&episode, "/fox/raw").frame_id, "cam");
+
+    assert_eq!(
+        signal(&episode, "/fox/tf/tool").samples[3].values,
+        [6.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    );
+    assert_eq!(
+        signal(&episode, "/fox/pose").samples[3].values[..3],
+        [3.0, 1.0, 2.0]
+    );
+    let joints = signal(&episode, "/fox/joints");
+    assert_eq!(
+        joints.fields,
+        [
+            "wrist.position",
+            "finger.position",
+            "wrist.velocity",
+            "finger.velocity",
+            "wrist.effort",
+            "finger.effort"
+        ]
+    );
+    assert_eq!(joints.samples[3].values, [3.0, -3.0, 0.5, 0.25, 1.5, 2.5]);
+    assert_eq!(joints.samples.len(), frames);
+    let json = signal(&episode, "/fox/json_joints");
+    assert_eq!(
+        json.fields,
+        ["a.position", "b.position", "a.velocity", "b.velocity"]
+    );
+    assert_eq!(json.samples[3].values, [3.0, 6.0, 0.0, 1.0]);
+    assert_eq!(json.samples[3].stamp_ns, start + 3 * period);
+
+    // A schema that does not parse: reported, kept as recorded, the rest read.
+    let broken = episode
+        .other
+        .iter()
+        .find(|o| o.topic == "/fox/broken")
+        .unwrap();
+    assert!(
+        broken.reason.contains("FileDescriptorSet"),
+        "{}",
+        broken.reason
+    );
+    assert_eq!(broken.messages.len(), frames);
+    let problem = episode
+        .problems
+        .iter()
+        .find(|p| p.topic == "/fox/broken")
+        .unwrap();
+    assert_eq!(problem.bad_messages, frames as u64);
+}
