@@ -135,6 +135,11 @@ impl PackConfig {
         Ok(config)
     }
 
+    /// Whether a rule leaves `topic` out.
+    fn skips(&self, topic: &str) -> bool {
+        self.rule(topic).is_some_and(|r| r.skip)
+    }
+
     fn rule(&self, topic: &str) -> Option<&TopicRule> {
         self.topics.iter().find(|r| r.matches(topic))
     }
@@ -314,7 +319,14 @@ pub fn pack_episode(
     config: &PackConfig,
 ) -> Result<(Vec<u8>, PackReport)> {
     let started = Instant::now();
-    let (episode, write_config, report) = prepare_episode(name, landing, config)?;
+    write_prepared(prepare_episode(name, landing, config)?, started)
+}
+
+/// Writes a prepared episode and completes its report with the bytes and the time taken.
+fn write_prepared(
+    (episode, write_config, report): (CanonicalEpisode, WriteConfig, PackReport),
+    started: Instant,
+) -> Result<(Vec<u8>, PackReport)> {
     let bytes = write_episode(&episode, &write_config)?;
     let report = PackReport {
         bytes_out: bytes.len() as u64,
@@ -332,8 +344,7 @@ pub fn prepare_episode(
     landing: &[u8],
     config: &PackConfig,
 ) -> Result<(CanonicalEpisode, WriteConfig, PackReport)> {
-    let skip = |topic: &str| config.rule(topic).is_some_and(|r| r.skip);
-    let landing_episode = read_landing(name, landing, &skip)?;
+    let landing_episode = read_landing(name, landing, &|topic| config.skips(topic))?;
     prepare_landing(name, landing_episode, landing.len() as u64, config)
 }
 
@@ -509,16 +520,12 @@ pub fn pack(
 ) -> Result<PackReport> {
     let started = Instant::now();
     let (in_store, in_key) = split_object_uri(input)?;
-    let skip = |topic: &str| config.rule(topic).is_some_and(|r| r.skip);
     let (landing, bytes_in) =
-        read_landing_object(&Store::open_with(&in_store, options)?, &in_key, &skip)?;
-    let (episode, write_config, report) = prepare_landing(input, landing, bytes_in, config)?;
-    let bytes = write_episode(&episode, &write_config)?;
-    let report = PackReport {
-        bytes_out: bytes.len() as u64,
-        seconds: started.elapsed().as_secs_f64(),
-        ..report
-    };
+        read_landing_object(&Store::open_with(&in_store, options)?, &in_key, &|topic| {
+            config.skips(topic)
+        })?;
+    let (bytes, report) =
+        write_prepared(prepare_landing(input, landing, bytes_in, config)?, started)?;
     let (out_store, out_key) = split_object_uri(output)?;
     Store::open_with(&out_store, options)?.write_atomic(&out_key, bytes)?;
     Ok(PackReport {
