@@ -1,6 +1,7 @@
 //! Decoding: H.264 runs from a keyframe, and JPEG/PNG landing frames.
 
 use ffmpeg_next::codec::{self, Id};
+use ffmpeg_next::format::Pixel;
 use ffmpeg_next::util::frame::Video as Frame;
 use ffmpeg_next::{Packet, decoder};
 
@@ -8,7 +9,7 @@ use crate::encode::H264;
 use crate::scale::{RgbConversion, Scaler};
 use crate::{Error, Result, RgbImage, ffmpeg_err};
 
-fn open_decoder(id: Id, name: &'static str) -> Result<decoder::Video> {
+pub(crate) fn open_decoder(id: Id, name: &'static str) -> Result<decoder::Video> {
     let codec = decoder::find(id).ok_or_else(|| Error::CodecMissing(name.to_owned()))?;
     let mut context = codec::context::Context::new_with_codec(codec);
     // One decoder per worker thread: frame threading would only add latency and memory.
@@ -23,7 +24,7 @@ fn open_decoder(id: Id, name: &'static str) -> Result<decoder::Video> {
         .map_err(ffmpeg_err("opening a decoder"))
 }
 
-fn is_again(e: &ffmpeg_next::Error) -> bool {
+pub(crate) fn is_again(e: &ffmpeg_next::Error) -> bool {
     matches!(e, ffmpeg_next::Error::Other { errno } if *errno == ffmpeg_next::util::error::EAGAIN)
 }
 
@@ -66,6 +67,22 @@ impl Picture {
     /// Height in pixels.
     pub fn height(&self) -> usize {
         self.frame.height() as usize
+    }
+
+    /// Keeps the top-left `width` x `height` pixels: the frame of an odd-sized stream,
+    /// which [`H264Encoder`](crate::H264Encoder) codes one pixel larger. A size larger than
+    /// the picture is an error; no pixel is copied either way.
+    pub fn crop(&mut self, width: usize, height: usize) -> Result<()> {
+        if width == 0 || height == 0 || width > self.width() || height > self.height() {
+            return Err(Error::InvalidInput(format!(
+                "cannot crop a {}x{} picture to {width}x{height}",
+                self.width(),
+                self.height()
+            )));
+        }
+        self.frame.set_width(width as u32);
+        self.frame.set_height(height as u32);
+        Ok(())
     }
 }
 
@@ -224,10 +241,12 @@ impl ImageFormat {
     }
 }
 
-/// Decodes JPEG and PNG images to RGB, keeping one FFmpeg decoder per format.
+/// Decodes JPEG and PNG images to RGB. The JPEG decoder is kept between images; a PNG
+/// gets a fresh one each time, because FFmpeg's PNG decoder carries the last row of one
+/// image into the next (a first row filtered "Up" then adds the previous image's last
+/// row, and every row below inherits it).
 pub struct ImageDecoder {
     jpeg: Option<decoder::Video>,
-    png: Option<decoder::Video>,
     scaler: Scaler,
     frame: Frame,
 }
@@ -249,7 +268,6 @@ impl ImageDecoder {
     pub fn new() -> Self {
         Self {
             jpeg: None,
-            png: None,
             scaler: Scaler::default(),
             frame: Frame::empty(),
         }
@@ -257,29 +275,38 @@ impl ImageDecoder {
 
     /// Decodes one image to RGB at its own size.
     pub fn decode(&mut self, format: ImageFormat, data: &[u8]) -> Result<RgbImage> {
-        let (slot, id, name, what) = match format {
-            ImageFormat::Jpeg => (&mut self.jpeg, Id::MJPEG, "mjpeg", "a JPEG image"),
-            ImageFormat::Png => (&mut self.png, Id::PNG, "png", "a PNG image"),
+        let what = match format {
+            ImageFormat::Jpeg => "a JPEG image",
+            ImageFormat::Png => "a PNG image",
         };
+        self.decode_frame(format, what, data)?;
+        self.scaler.convert_to_rgb(&self.frame, None)
+    }
+
+    /// Decodes one image into `self.frame`.
+    fn decode_frame(&mut self, format: ImageFormat, what: &'static str, data: &[u8]) -> Result<()> {
         if ImageFormat::sniff(data) != Some(format) {
             return Err(Error::Decode {
                 what,
                 source: ffmpeg_next::Error::InvalidData,
             });
         }
-        let decoder = match slot {
-            Some(d) => d,
-            None => slot.insert(open_decoder(id, name)?),
+        let mut fresh;
+        let decoder = match format {
+            ImageFormat::Jpeg => match &mut self.jpeg {
+                Some(d) => d,
+                None => self.jpeg.insert(open_decoder(Id::MJPEG, "mjpeg")?),
+            },
+            ImageFormat::Png => {
+                fresh = open_decoder(Id::PNG, "png")?;
+                &mut fresh
+            }
         };
-        let result = (|| {
-            decoder
-                .send_packet(&Packet::copy(data))
-                .map_err(|source| Error::Decode { what, source })?;
-            decoder
-                .receive_frame(&mut self.frame)
-                .map_err(|source| Error::Decode { what, source })
-        })();
-        // Image codecs are intra-only; a flush keeps a failed image from leaking into the next.
+        let result = decoder
+            .send_packet(&Packet::copy(data))
+            .and_then(|()| decoder.receive_frame(&mut self.frame))
+            .map_err(|source| Error::Decode { what, source });
+        // Each image stands alone: nothing of a failed one may leak into the next.
         if result.is_err() {
             decoder.flush();
         }
@@ -287,6 +314,38 @@ impl ImageDecoder {
         if self.frame.width() == 0 || self.frame.height() == 0 {
             return Err(Error::NoPicture(what.to_owned()));
         }
-        self.scaler.convert_to_rgb(&self.frame, None)
+        Ok(())
+    }
+
+    /// Decodes a single-channel PNG (16- or 8-bit grey) to its values, row-major:
+    /// `(width, height, values)`. Colour PNGs are refused, not converted.
+    pub fn decode_gray16(&mut self, data: &[u8]) -> Result<(usize, usize, Vec<u16>)> {
+        self.decode_frame(ImageFormat::Png, "a 16-bit PNG image", data)?;
+        let (width, height) = (self.frame.width() as usize, self.frame.height() as usize);
+        let (stride, plane) = (self.frame.stride(0), self.frame.data(0));
+        let row = |y: usize| &plane[y * stride..];
+        let mut values = Vec::with_capacity(width * height);
+        for y in 0..height {
+            let r = row(y);
+            match self.frame.format() {
+                Pixel::GRAY16BE => values.extend(
+                    r[..width * 2]
+                        .chunks_exact(2)
+                        .map(|b| u16::from_be_bytes([b[0], b[1]])),
+                ),
+                Pixel::GRAY16LE => values.extend(
+                    r[..width * 2]
+                        .chunks_exact(2)
+                        .map(|b| u16::from_le_bytes([b[0], b[1]])),
+                ),
+                Pixel::GRAY8 => values.extend(r[..width].iter().map(|&v| u16::from(v))),
+                other => {
+                    return Err(Error::InvalidInput(format!(
+                        "a depth PNG must be single-channel grey, this one is {other:?}"
+                    )));
+                }
+            }
+        }
+        Ok((width, height, values))
     }
 }

@@ -82,6 +82,10 @@ pub struct EncodedFrame {
 }
 
 /// Encodes RGB frames of one camera to H.264. One per stream; not shared between threads.
+///
+/// Frames of any size are taken. 4:2:0 H.264 codes even sizes only (its cropping works in
+/// 2-pixel steps), so an odd width or height is coded one pixel larger, the last column or
+/// row repeated; [`Picture::crop`](crate::Picture::crop) gives the frame back.
 pub struct H264Encoder {
     encoder: encoder::Video,
     scaler: Scaler,
@@ -90,6 +94,11 @@ pub struct H264Encoder {
     width: usize,
     height: usize,
     next_index: i64,
+}
+
+/// The size a frame of `width` x `height` is coded at: the next even size.
+pub fn coded_size(width: usize, height: usize) -> (usize, usize) {
+    (width + width % 2, height + height % 2)
 }
 
 impl std::fmt::Debug for H264Encoder {
@@ -105,11 +114,12 @@ impl std::fmt::Debug for H264Encoder {
 impl H264Encoder {
     /// Opens the H.264 encoder (libx264 unless configured otherwise) for `width` x `height` frames.
     pub fn new(width: usize, height: usize, config: &EncoderConfig) -> Result<Self> {
-        if width == 0 || height == 0 || width % 2 == 1 || height % 2 == 1 {
+        if width == 0 || height == 0 {
             return Err(Error::InvalidInput(format!(
-                "frame size {width}x{height}: H.264 needs even, non-zero dimensions"
+                "frame size {width}x{height}: H.264 needs non-zero dimensions"
             )));
         }
+        let (coded_width, coded_height) = coded_size(width, height);
         if config.gop == 0 || config.fps == 0 {
             return Err(Error::InvalidInput("gop and fps must be at least 1".into()));
         }
@@ -119,8 +129,8 @@ impl H264Encoder {
             .encoder()
             .video()
             .map_err(ffmpeg_err("creating the H.264 encoder"))?;
-        context.set_width(width as u32);
-        context.set_height(height as u32);
+        context.set_width(coded_width as u32);
+        context.set_height(coded_height as u32);
         context.set_format(config.chroma.pixel());
         context.set_time_base(Rational::new(1, config.fps as i32));
         context.set_frame_rate(Some(Rational::new(config.fps as i32, 1)));
@@ -150,8 +160,12 @@ impl H264Encoder {
         Ok(Self {
             encoder,
             scaler: Scaler::default(),
-            rgb: Frame::new(Pixel::RGB24, width as u32, height as u32),
-            yuv: Frame::new(config.chroma.pixel(), width as u32, height as u32),
+            rgb: Frame::new(Pixel::RGB24, coded_width as u32, coded_height as u32),
+            yuv: Frame::new(
+                config.chroma.pixel(),
+                coded_width as u32,
+                coded_height as u32,
+            ),
             width,
             height,
             next_index: 0,
@@ -186,10 +200,19 @@ impl H264Encoder {
             )));
         }
         let row = self.width * 3;
+        let (coded_width, coded_height) = coded_size(self.width, self.height);
         let stride = self.rgb.stride(0);
         let plane = self.rgb.data_mut(0);
         for (y, src) in frame.data.chunks_exact(row).enumerate() {
-            plane[y * stride..y * stride + row].copy_from_slice(src);
+            let line = &mut plane[y * stride..y * stride + coded_width * 3];
+            line[..row].copy_from_slice(src);
+            if coded_width > self.width {
+                line.copy_within(row - 3..row, row);
+            }
+        }
+        if coded_height > self.height {
+            let last = (self.height - 1) * stride;
+            plane.copy_within(last..last + coded_width * 3, self.height * stride);
         }
         self.scaler.run(&self.rgb, &mut self.yuv)?;
         self.yuv.set_pts(Some(self.next_index));

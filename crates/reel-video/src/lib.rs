@@ -8,6 +8,14 @@
 //!   holds no shared state.
 //! * [`ImageDecoder`] decodes landing frames (JPEG, PNG) to RGB; [`raw_to_rgb`] converts
 //!   uncompressed ones (RGB/BGR(A), mono, YUV 4:2:2, Bayer) at any row stride.
+//! * [`raw_to_depth`] and [`decode_compressed_depth`] read 16-bit depth (`16UC1`, `32FC1`
+//!   metres to millimetres by [`metres_to_mm`], `compressedDepth` PNG and [`rvl`]) and
+//!   `mono16` losslessly into a [`DepthImage`].
+//! * [`StreamDecoder`] decodes a recorded H.264 or H.265 stream front to back, for
+//!   transcoding; [`h264`] reads what an access unit holds (keyframe, parameter sets,
+//!   B slices) without decoding it.
+//! * Odd frame sizes are coded one pixel larger ([`coded_size`]) and cropped back with
+//!   [`Picture::crop`].
 //! * [`quality`] measures PSNR and SSIM against raw frames, for codec benchmarks.
 //!
 //! ```
@@ -35,16 +43,26 @@
 //! ```
 
 mod decode;
+mod depth;
 mod encode;
+pub mod h264;
 pub mod quality;
 mod raw;
 mod scale;
+mod stream;
 pub use scale::RgbConversion;
 
 pub use decode::{H264Decoder, ImageDecoder, ImageFormat, Picture};
-pub use encode::{ChromaFormat, DEFAULT_ENCODER, EncodedFrame, EncoderConfig, H264Encoder};
+pub use depth::{
+    DepthCodec, DepthImage, DepthLayout, DepthUnit, check_depth, compressed_depth_format,
+    decode_compressed_depth, metres_to_mm, mm_to_metres, raw_to_depth, rvl,
+};
+pub use encode::{
+    ChromaFormat, DEFAULT_ENCODER, EncodedFrame, EncoderConfig, H264Encoder, coded_size,
+};
 pub use raw::{BayerPattern, PixelLayout, check_raw, raw_to_rgb};
 pub use reel_io::ErrorKind;
+pub use stream::{StreamDecoder, VideoCodec};
 
 /// Errors of encoding and decoding.
 #[derive(Debug, thiserror::Error)]

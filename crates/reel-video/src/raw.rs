@@ -91,7 +91,22 @@ pub fn check_raw(
     step: usize,
     data_len: usize,
 ) -> Result<()> {
-    let row = layout.row_bytes(width);
+    if matches!(layout, PixelLayout::Yuyv | PixelLayout::Uyvy) && width % 2 == 1 && height > 0 {
+        return Err(Error::InvalidInput(format!(
+            "4:2:2 image has an odd width {width}"
+        )));
+    }
+    check_rows(layout.row_bytes(width), width, height, step, data_len)
+}
+
+/// `Ok` when `data_len` bytes hold `height` rows `step` apart, each of `row` bytes.
+pub(crate) fn check_rows(
+    row: usize,
+    width: usize,
+    height: usize,
+    step: usize,
+    data_len: usize,
+) -> Result<()> {
     let needed = step
         .checked_mul(height.saturating_sub(1))
         .and_then(|n| n.checked_add(row));
@@ -103,9 +118,6 @@ pub fn check_raw(
         return bad(format!(
             "raw image {width}x{height}: step {step} is shorter than a row of {row} bytes"
         ));
-    }
-    if matches!(layout, PixelLayout::Yuyv | PixelLayout::Uyvy) && width % 2 == 1 {
-        return bad(format!("4:2:2 image has an odd width {width}"));
     }
     match needed {
         Some(n) if n <= data_len => Ok(()),

@@ -166,11 +166,49 @@ fn forced_keyframes_start_new_gops() {
 }
 
 #[test]
-fn encoder_rejects_odd_sizes_and_wrong_frames() {
-    let err = H264Encoder::new(63, 48, &EncoderConfig::default()).unwrap_err();
+fn encoder_rejects_empty_sizes_and_wrong_frames() {
+    let err = H264Encoder::new(0, 48, &EncoderConfig::default()).unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)), "{err}");
     let mut encoder = H264Encoder::new(64, 48, &EncoderConfig::default()).unwrap();
     assert!(encoder.push(&RgbImage::new(64, 48, vec![0; 10])).is_err());
+}
+
+#[test]
+fn odd_sizes_are_coded_one_pixel_larger_and_cropped_back() {
+    for (w, h) in [(63, 48), (64, 47), (37, 21)] {
+        let frames: Vec<RgbImage> = (0..6).map(|i| scene(i, w, h)).collect();
+        let units = encode(&frames, &EncoderConfig::default());
+        let all: Vec<&[u8]> = units.iter().map(|u| u.data.as_slice()).collect();
+        let mut decoder = H264Decoder::new().unwrap();
+        let mut pictures = decoder.decode_pictures(&all, &[0, 5]).unwrap();
+        assert_eq!(
+            (pictures[0].width(), pictures[0].height()),
+            reel_video::coded_size(w, h)
+        );
+        // The same scene at the coded (even) size, encoded the same way: padding costs
+        // no quality.
+        let (cw, ch) = reel_video::coded_size(w, h);
+        let even: Vec<RgbImage> = (0..6).map(|i| scene(i, cw, ch)).collect();
+        let even_units = encode(&even, &EncoderConfig::default());
+        let even_all: Vec<&[u8]> = even_units.iter().map(|u| u.data.as_slice()).collect();
+        let baseline = decoder.decode_run(&even_all, &[0, 5], None).unwrap();
+        for ((picture, source), base) in pictures
+            .iter_mut()
+            .zip([&frames[0], &frames[5]])
+            .zip([(&even[0], &baseline[0]), (&even[5], &baseline[1])])
+        {
+            picture.crop(w, h).unwrap();
+            let rgb = decoder.to_rgb(picture, None).unwrap();
+            assert_eq!((rgb.width, rgb.height), (w, h));
+            let q = psnr(&source.data, &rgb.data);
+            let q_even = psnr(&base.0.data, &base.1.data);
+            assert!(
+                q > q_even - 1.0,
+                "{w}x{h}: {q:.1} dB, {cw}x{ch}: {q_even:.1} dB"
+            );
+        }
+        assert!(pictures[0].crop(w + 2, h).is_err());
+    }
 }
 
 #[test]

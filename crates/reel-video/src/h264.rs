@@ -1,0 +1,184 @@
+//! What an H.264 access unit holds, read from its bytes without decoding: the NAL unit
+//! types (keyframe, parameter sets) and the slice types (B-frames), so a recorded stream
+//! can be checked against the canonical rules before it is kept as recorded.
+
+/// NAL unit types Reel looks at.
+pub mod nal {
+    /// A slice of a non-IDR picture.
+    pub const SLICE: u8 = 1;
+    /// A slice of an IDR picture, where decoding can start.
+    pub const IDR: u8 = 5;
+    /// Sequence parameter set.
+    pub const SPS: u8 = 7;
+    /// Picture parameter set.
+    pub const PPS: u8 = 8;
+}
+
+/// The NAL units of an Annex B access unit: each unit's bytes after its start code (NAL
+/// header first), in order. Bytes before the first start code are not a unit.
+pub fn nal_units(access_unit: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut starts = Vec::new();
+    let mut i = 0;
+    while i + 3 <= access_unit.len() {
+        if access_unit[i] == 0 && access_unit[i + 1] == 0 && access_unit[i + 2] == 1 {
+            starts.push(i + 3);
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    let ends: Vec<usize> = starts
+        .iter()
+        .skip(1)
+        .map(|&next| {
+            // A 4-byte start code's leading zero belongs to no unit.
+            let mut end = next - 3;
+            while end > 0 && access_unit[end - 1] == 0 {
+                end -= 1;
+            }
+            end
+        })
+        .chain([access_unit.len()])
+        .collect();
+    starts
+        .into_iter()
+        .zip(ends)
+        .map(move |(s, e)| &access_unit[s..e.max(s)])
+}
+
+/// What one access unit holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccessUnitInfo {
+    /// It starts with an Annex B start code.
+    pub annex_b: bool,
+    /// It holds an IDR slice.
+    pub idr: bool,
+    /// It holds a sequence parameter set.
+    pub sps: bool,
+    /// It holds a picture parameter set.
+    pub pps: bool,
+    /// Slices (IDR or not) it holds.
+    pub slices: usize,
+    /// It holds a B slice (decode order differs from presentation order).
+    pub b_slice: bool,
+}
+
+/// Reads the NAL and slice types of an access unit.
+pub fn inspect(access_unit: &[u8]) -> AccessUnitInfo {
+    let mut info = AccessUnitInfo {
+        annex_b: access_unit.starts_with(&[0, 0, 1]) || access_unit.starts_with(&[0, 0, 0, 1]),
+        ..AccessUnitInfo::default()
+    };
+    for unit in nal_units(access_unit) {
+        let Some(&header) = unit.first() else {
+            continue;
+        };
+        match header & 0x1f {
+            nal::SPS => info.sps = true,
+            nal::PPS => info.pps = true,
+            kind @ (nal::SLICE | nal::IDR) => {
+                info.slices += 1;
+                info.idr |= kind == nal::IDR;
+                // slice_type, the second field of the slice header: 1 and 6 are B.
+                if slice_type(&unit[1..]).is_some_and(|t| t % 5 == 1) {
+                    info.b_slice = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    info
+}
+
+/// The `slice_type` of a slice header (after `first_mb_in_slice`), if the bytes hold it.
+fn slice_type(header: &[u8]) -> Option<u32> {
+    // The two fields lie in the first bytes; take enough of them, emulation prevention
+    // bytes (00 00 03) removed.
+    let mut rbsp = Vec::with_capacity(16);
+    let mut zeros = 0;
+    for &b in header.iter().take(24) {
+        if zeros >= 2 && b == 3 {
+            zeros = 0;
+            continue;
+        }
+        zeros = if b == 0 { zeros + 1 } else { 0 };
+        rbsp.push(b);
+    }
+    let mut bits = Bits { data: &rbsp, at: 0 };
+    bits.ue()?; // first_mb_in_slice
+    bits.ue()
+}
+
+struct Bits<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl Bits<'_> {
+    fn bit(&mut self) -> Option<u32> {
+        let byte = self.data.get(self.at / 8)?;
+        let bit = (byte >> (7 - self.at % 8)) & 1;
+        self.at += 1;
+        Some(u32::from(bit))
+    }
+
+    /// An unsigned Exp-Golomb code.
+    fn ue(&mut self) -> Option<u32> {
+        let mut zeros = 0;
+        while self.bit()? == 0 {
+            zeros += 1;
+            if zeros > 31 {
+                return None;
+            }
+        }
+        let mut value = 0u32;
+        for _ in 0..zeros {
+            value = (value << 1) | self.bit()?;
+        }
+        Some(((1u64 << zeros) - 1 + u64::from(value)) as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_units_and_slice_types() {
+        // SPS, PPS, then an IDR slice: first_mb 0 ("1"), slice_type 7 (I, "0001000").
+        let idr = [
+            0,
+            0,
+            0,
+            1,
+            0x67,
+            0x42,
+            0,
+            0,
+            1,
+            0x68,
+            0xce,
+            0,
+            0,
+            1,
+            0x65,
+            0b1000_1000,
+            0,
+        ];
+        let info = inspect(&idr);
+        assert!(info.annex_b && info.idr && info.sps && info.pps && !info.b_slice);
+        assert_eq!(info.slices, 1);
+        assert_eq!(
+            nal_units(&idr).map(|u| u[0] & 0x1f).collect::<Vec<_>>(),
+            [7, 8, 5]
+        );
+        // A non-IDR slice of type 6 (B): first_mb 0 ("1"), "00111" = 6.
+        let b = [0, 0, 1, 0x01, 0b1001_1100];
+        let info = inspect(&b);
+        assert!(info.b_slice && !info.idr && info.annex_b);
+        // Type 5 (P): "00110".
+        assert!(!inspect(&[0, 0, 1, 0x41, 0b1001_1000]).b_slice);
+        assert!(!inspect(&[9, 9, 0, 0, 1, 0x41, 0x80]).annex_b);
+        assert_eq!(inspect(&[]), AccessUnitInfo::default());
+    }
+}
