@@ -53,6 +53,9 @@ pub struct Args {
     /// Cameras per episode (1-6).
     #[arg(long, default_value_t = 3)]
     cameras: usize,
+    /// Depth cameras per episode (16UC1 millimetres), paired with the first cameras.
+    #[arg(long, default_value_t = 0)]
+    depth_cameras: usize,
     #[arg(long, default_value_t = 320)]
     width: u32,
     #[arg(long, default_value_t = 240)]
@@ -117,6 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         seconds: args.seconds,
         cameras: args.cameras,
+        depth_cameras: args.depth_cameras,
         width: args.width,
         height: args.height,
         camera_hz: args.camera_hz,

@@ -1,4 +1,4 @@
-//! Foxglove SDK-style messages: `foxglove.CompressedImage` and
+//! Foxglove SDK-style messages: `foxglove.CompressedImage`, `foxglove.RawImage` and
 //! `foxglove.PoseInFrame` in protobuf (schema = a serialized
 //! `FileDescriptorSet`, as the Foxglove SDK embeds it), and joint states as
 //! JSON with a JSON Schema, as Foxglove users log custom data.
@@ -39,6 +39,25 @@ pub struct CompressedImage {
     pub data: Vec<u8>,
     #[prost(string, tag = "3")]
     pub format: String,
+}
+
+/// `foxglove.RawImage` (depth cameras: `16UC1`).
+#[derive(Clone, PartialEq, Message)]
+pub struct RawImage {
+    #[prost(message, optional, tag = "1")]
+    pub timestamp: Option<Timestamp>,
+    #[prost(string, tag = "7")]
+    pub frame_id: String,
+    #[prost(fixed32, tag = "2")]
+    pub width: u32,
+    #[prost(fixed32, tag = "3")]
+    pub height: u32,
+    #[prost(string, tag = "4")]
+    pub encoding: String,
+    #[prost(fixed32, tag = "5")]
+    pub step: u32,
+    #[prost(bytes = "vec", tag = "6")]
+    pub data: Vec<u8>,
 }
 
 /// `foxglove.Vector3`.
@@ -160,6 +179,36 @@ pub fn compressed_image_schema() -> Vec<u8> {
                     field("frame_id", 4, Type::String, None),
                     field("data", 2, Type::Bytes, None),
                     field("format", 3, Type::String, None),
+                ],
+            )],
+        ),
+    ])
+}
+
+/// The schema data for `foxglove.RawImage`.
+pub fn raw_image_schema() -> Vec<u8> {
+    let fixed = |n: &str, i| field(n, i, Type::Fixed32, None);
+    encode_set(vec![
+        timestamp_file(),
+        file(
+            "foxglove/RawImage.proto",
+            "foxglove",
+            &["google/protobuf/timestamp.proto"],
+            vec![message(
+                "RawImage",
+                vec![
+                    field(
+                        "timestamp",
+                        1,
+                        Type::Message,
+                        Some(".google.protobuf.Timestamp"),
+                    ),
+                    field("frame_id", 7, Type::String, None),
+                    fixed("width", 2),
+                    fixed("height", 3),
+                    field("encoding", 4, Type::String, None),
+                    fixed("step", 5),
+                    field("data", 6, Type::Bytes, None),
                 ],
             )],
         ),

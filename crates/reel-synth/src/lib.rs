@@ -2,7 +2,8 @@
 //! recorders write them.
 //!
 //! An episode is one MCAP file holding several cameras (one JPEG per frame),
-//! joint states, commanded actions and both hands' poses, each at its own
+//! optional depth cameras (`16UC1` millimetres), joint states, commanded actions and
+//! both hands' poses, each at its own
 //! rate with clock jitter and occasional dropped messages, in the default
 //! writer layout (one open 1 MiB chunk, zstd, every topic interleaved). Two
 //! flavours: ROS 2 (`cdr` + `ros2msg`, as rosbag2 writes) and Foxglove
@@ -25,6 +26,7 @@
 //! # Ok::<(), reel_synth::SynthError>(())
 //! ```
 
+pub mod depth;
 pub mod faults;
 pub mod foxglove;
 pub mod motion;
@@ -81,6 +83,11 @@ pub fn camera_topic(name: &str) -> String {
     format!("/camera/{name}/image_raw/compressed")
 }
 
+/// The depth topic of a camera (`16UC1` millimetres).
+pub fn depth_topic(name: &str) -> String {
+    format!("/camera/{name}/depth/image_raw")
+}
+
 /// Joint-state topic.
 pub const JOINT_STATES_TOPIC: &str = "/joint_states";
 /// Commanded joint positions.
@@ -94,6 +101,9 @@ pub struct SynthConfig {
     pub seed: u64,
     pub seconds: f64,
     pub cameras: usize,
+    /// Depth cameras (`16UC1`, at the camera rate and size), paired with the first
+    /// `depth_cameras` cameras.
+    pub depth_cameras: usize,
     pub width: u32,
     pub height: u32,
     pub camera_hz: f64,
@@ -115,6 +125,7 @@ impl Default for SynthConfig {
             seed: 0,
             seconds: 10.0,
             cameras: 3,
+            depth_cameras: 0,
             width: 320,
             height: 240,
             camera_hz: 30.0,
@@ -138,6 +149,9 @@ impl SynthConfig {
         }
         if !(1..=CAMERA_NAMES.len()).contains(&self.cameras) {
             return bad("cameras must be between 1 and 6");
+        }
+        if self.depth_cameras > self.cameras {
+            return bad("depth cameras pair with cameras: at most as many as cameras");
         }
         if self.width < 16 || self.height < 16 || self.width > 4096 || self.height > 4096 {
             return bad("width and height must be between 16 and 4096");
@@ -341,6 +355,7 @@ enum Stream {
     Joints,
     Action,
     Hand(usize),
+    Depth(usize),
 }
 
 /// One message to be written: when, and on which stream.
@@ -409,12 +424,14 @@ pub fn generate_episode_to<W: Write + Seek>(
             Stream::Hand(0),
             Stream::Hand(1),
         ])
+        // Added last, so an episode without depth is the same bytes as before depth existed.
+        .chain((0..config.depth_cameras).map(Stream::Depth))
         .collect();
     let mut dropped: BTreeMap<String, u64> = BTreeMap::new();
     let mut ticks = Vec::new();
     for (s, stream) in streams.iter().enumerate() {
         let hz = match stream {
-            Stream::Camera(_) => config.camera_hz,
+            Stream::Camera(_) | Stream::Depth(_) => config.camera_hz,
             Stream::Joints => config.joint_hz,
             Stream::Action => config.action_hz,
             Stream::Hand(_) => config.hand_hz,
@@ -504,6 +521,35 @@ pub fn generate_episode_to<W: Write + Seek>(
                         frame_id,
                         data: jpeg,
                         format: "jpeg".into(),
+                    }),
+                }
+            }
+            Stream::Depth(c) => {
+                let mm = depth::depth_frame(
+                    config.width,
+                    config.height,
+                    tick.t,
+                    sub_seed(config, index, 400 + c as u64),
+                );
+                let data: Vec<u8> = mm.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let frame_id = format!("camera_{}_depth", CAMERA_NAMES[c]);
+                let (width, height, step) = (config.width, config.height, config.width * 2);
+                match config.flavor {
+                    Flavor::Ros2 => ros2::image(
+                        tick.log_time,
+                        &frame_id,
+                        (width, height, step),
+                        "16UC1",
+                        &data,
+                    ),
+                    Flavor::Foxglove => prost::Message::encode_to_vec(&foxglove::RawImage {
+                        timestamp: Some(foxglove::Timestamp::from_ns(tick.log_time)),
+                        frame_id,
+                        width,
+                        height,
+                        encoding: "16UC1".into(),
+                        step,
+                        data,
                     }),
                 }
             }
@@ -629,7 +675,32 @@ fn topic_of(stream: Stream) -> String {
         Stream::Joints => JOINT_STATES_TOPIC.into(),
         Stream::Action => ACTION_TOPIC.into(),
         Stream::Hand(h) => HAND_TOPICS[h].into(),
+        Stream::Depth(c) => depth_topic(CAMERA_NAMES[c]),
     }
+}
+
+fn add_depth_schema<W: Write + Seek>(
+    writer: &mut mcap::Writer<W>,
+    flavor: Flavor,
+) -> Result<(u16, &'static str), SynthError> {
+    Ok(match flavor {
+        Flavor::Ros2 => (
+            writer.add_schema(
+                "sensor_msgs/msg/Image",
+                ros2::SCHEMA_ENCODING,
+                ros2::image_schema().as_bytes(),
+            )?,
+            ros2::MESSAGE_ENCODING,
+        ),
+        Flavor::Foxglove => (
+            writer.add_schema(
+                "foxglove.RawImage",
+                "protobuf",
+                &foxglove::raw_image_schema(),
+            )?,
+            "protobuf",
+        ),
+    })
 }
 
 fn add_channels<W: Write + Seek>(
@@ -683,6 +754,9 @@ fn add_channels<W: Write + Seek>(
             "protobuf",
         ),
     };
+    // The depth schema is added with the first depth stream, so files without depth keep
+    // the schemas they always had.
+    let mut depth = None;
     let mut ids = Vec::new();
     let mut topics = Vec::new();
     for stream in streams {
@@ -691,6 +765,10 @@ fn add_channels<W: Write + Seek>(
             Stream::Camera(_) => (image, msg_image),
             Stream::Joints | Stream::Action => (joints, msg_joints),
             Stream::Hand(_) => (pose, msg_pose),
+            Stream::Depth(_) => match depth {
+                Some(known) => known,
+                None => *depth.insert(add_depth_schema(writer, flavor)?),
+            },
         };
         ids.push(writer.add_channel(schema, &topic, encoding, &no_metadata)?);
         topics.push(topic);
