@@ -31,7 +31,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use arrow_array::{
-    ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, UInt8Array,
+    ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, UInt8Array, UInt16Array,
 };
 use arrow_buffer::ScalarBuffer;
 use arrow_ipc::writer::StreamWriter;
@@ -68,6 +68,10 @@ pub fn to_record_batch(batch: Batch) -> Result<RecordBatch, ArrowExportError> {
             TensorData::U8(v) => (
                 DataType::UInt8,
                 Arc::new(UInt8Array::new(ScalarBuffer::from(v.into_vec()), None)),
+            ),
+            TensorData::U16(v) => (
+                DataType::UInt16,
+                Arc::new(UInt16Array::new(ScalarBuffer::from(v.into_vec()), None)),
             ),
             TensorData::F32(v) => (
                 DataType::Float32,

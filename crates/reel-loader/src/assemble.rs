@@ -6,14 +6,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, MutexGuard, PoisonError};
 
 use reel_io::ByteSource;
-use reel_mcap::{DecodedGop, EpisodeReader, PlannedGop, SignalWindow};
+use reel_mcap::{DecodedGop, DepthWindow, EpisodeReader, PlannedGop, SignalWindow};
 use reel_video::H264Decoder;
 
 use crate::batch::{Batch, DType, Skipped, Tensor};
 use crate::error::{LoaderError, Result};
 use crate::host::HostMemory;
 use crate::loader::{GopCache, Shared};
-use crate::spec::{Layout, ProprioSpec};
+use crate::spec::{DepthTensorUnit, Layout, ProprioSpec};
 
 pub(crate) type Reader = EpisodeReader<Box<dyn ByteSource>>;
 
@@ -28,6 +28,17 @@ pub(crate) struct CameraPlan {
     /// Decode at this size (`None`: the stream's own, which must be `width`×`height`).
     pub resize: Option<(usize, usize)>,
     pub layout: Layout,
+}
+
+/// A depth camera of the spec, resolved against the first episode.
+#[derive(Debug, Clone)]
+pub(crate) struct DepthPlan {
+    pub name: String,
+    pub topic: String,
+    pub offsets_ns: Vec<i64>,
+    pub width: usize,
+    pub height: usize,
+    pub unit: DepthTensorUnit,
 }
 
 /// A numeric stream of the spec, resolved against the first episode.
@@ -89,6 +100,14 @@ struct SignalSpan {
     windows: Vec<SignalWindow>,
 }
 
+/// Decoded frames of one depth camera of one episode over `span`.
+struct DepthSpan {
+    row: usize,
+    depth: usize,
+    span: std::ops::Range<i64>,
+    window: DepthWindow,
+}
+
 /// What a worker did, for throughput reports.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct WorkerCounts {
@@ -102,12 +121,14 @@ pub(crate) struct Worker {
     decoder: H264Decoder,
     episodes: VecDeque<(usize, Arc<OpenEpisode>)>,
     signals: VecDeque<SignalSpan>,
+    depth_spans: VecDeque<DepthSpan>,
     bad: HashMap<usize, String>,
     pub counts: WorkerCounts,
 }
 
 const OPEN_EPISODES: usize = 8;
 const SIGNAL_SPANS: usize = 4;
+const DEPTH_SPANS: usize = 4;
 /// A sample's value is the grid point itself when this close to the requested time; grid
 /// periods are whole nanoseconds, so grid times drift from exact multiples by < 1 ns/step.
 const ON_GRID_NS: i64 = 100_000;
@@ -129,6 +150,7 @@ impl Worker {
             decoder,
             episodes: VecDeque::new(),
             signals: VecDeque::new(),
+            depth_spans: VecDeque::new(),
             bad: HashMap::new(),
             counts: WorkerCounts::default(),
         })
@@ -153,6 +175,16 @@ impl Worker {
             shape.extend(frame);
             tensors.push(Tensor::zeros(c.name.clone(), shape, DType::U8, memory));
             push_times_and_mask(&mut tensors, &c.name, n, k, memory);
+        }
+        for d in &shared.depths {
+            let k = d.offsets_ns.len();
+            let dtype = match d.unit {
+                DepthTensorUnit::Mm => DType::U16,
+                DepthTensorUnit::M => DType::F32,
+            };
+            let shape = vec![n, k, d.height, d.width];
+            tensors.push(Tensor::zeros(d.name.clone(), shape, dtype, memory));
+            push_times_and_mask(&mut tensors, &d.name, n, k, memory);
         }
         for p in &shared.proprio {
             let k = p.offsets_ns.len();
@@ -262,6 +294,19 @@ impl Worker {
                 &episode,
                 &gops,
                 camera,
+                anchor,
+                uri,
+                &mut tensors[t..t + 3],
+                slot,
+            )?;
+            t += 3;
+        }
+        for (di, depth) in shared.depths.iter().enumerate() {
+            self.fill_depth(
+                &episode,
+                row,
+                di,
+                depth,
                 anchor,
                 uri,
                 &mut tensors[t..t + 3],
@@ -426,22 +471,32 @@ impl Worker {
             // Before the stream's first frame (edge padding) the first frame stands in,
             // masked: it is what the reader returned for such a time.
             let showing = gops.iter().find(|g| g.shown_at(q).is_some());
+            // A GOP decoded for another sample knows its span only up to that sample's
+            // times; this sample's plan found its frame in the latest GOP starting at or
+            // before `q` (past the stream's last frame, that frame, masked).
+            let latest = || {
+                gops.iter()
+                    .filter(|g| g.start_ns <= q)
+                    .max_by_key(|g| g.start_ns)
+            };
             // The earliest GOP after `q` that kept its keyframe.
             let after = || {
                 gops.iter()
                     .filter(|g| g.start_ns > q && g.has_keyframe())
                     .min_by_key(|g| g.start_ns)
             };
-            let gop = showing
-                .or_else(after)
-                .ok_or_else(|| LoaderError::Mismatch {
-                    uri: uri.to_string(),
-                    reason: format!("{}: no frame near {}", camera.topic, anchor + offset),
-                })?;
-            let converted = match gop.rgb_at(q, &mut self.decoder) {
-                Ok(Some(frame)) => Ok(Some(frame)),
-                Ok(None) => gop.keyframe_rgb(&mut self.decoder),
-                Err(e) => Err(e),
+            let gop =
+                showing
+                    .or_else(latest)
+                    .or_else(after)
+                    .ok_or_else(|| LoaderError::Mismatch {
+                        uri: uri.to_string(),
+                        reason: format!("{}: no frame near {}", camera.topic, anchor + offset),
+                    })?;
+            let converted = if gop.start_ns <= q {
+                gop.rgb_latest_at(q, &mut self.decoder)
+            } else {
+                gop.keyframe_rgb(&mut self.decoder)
             };
             let Some((time, image)) = converted.map_err(|source| LoaderError::Episode {
                 uri: uri.to_string(),
@@ -477,6 +532,114 @@ impl Worker {
             write_u8(&mut out[2], frame_index, u8::from(on_time));
         }
         Ok(())
+    }
+
+    /// Each offset takes the frame nearest its time, as cameras do (the latest at or
+    /// before it plus half a period, else the first after it), masked when it is more than
+    /// half a period away; with no frame nearby the element stays 0, masked.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_depth(
+        &mut self,
+        episode: &OpenEpisode,
+        row: usize,
+        di: usize,
+        depth: &DepthPlan,
+        anchor: i64,
+        uri: &str,
+        out: &mut [Tensor],
+        slot: usize,
+    ) -> Result<()> {
+        let period = episode.period(&depth.topic, 33_333_333);
+        let half = period / 2;
+        let (Some(&first), Some(&last)) =
+            (depth.offsets_ns.iter().min(), depth.offsets_ns.iter().max())
+        else {
+            return Ok(());
+        };
+        let need = anchor + first - period..anchor + last + period + 1;
+        let window = self.depth_span(episode, row, di, need, uri)?;
+        if (window.width, window.height) != (depth.width, depth.height) {
+            return Err(LoaderError::Mismatch {
+                uri: uri.to_string(),
+                reason: format!(
+                    "{} is {}x{}, the batch is {}x{}",
+                    depth.topic, window.width, window.height, depth.width, depth.height
+                ),
+            });
+        }
+        let frame_len = depth.width * depth.height;
+        for (j, offset) in depth.offsets_ns.iter().enumerate() {
+            let requested = anchor + offset;
+            let element = slot * depth.offsets_ns.len() + j;
+            let times = &window.log_times;
+            let i = times.partition_point(|&t| t as i64 <= requested + half);
+            let Some(i) = i.checked_sub(1).or((!times.is_empty()).then_some(0)) else {
+                write_i64(&mut out[1], element, 0, requested);
+                continue;
+            };
+            let values = window.frame(i);
+            let dst = element * frame_len..(element + 1) * frame_len;
+            match depth.unit {
+                DepthTensorUnit::Mm => {
+                    if let Some(d) = out[0].data_u16_mut() {
+                        d[dst].copy_from_slice(values);
+                    }
+                }
+                DepthTensorUnit::M => {
+                    if let Some(d) = out[0].data_f32_mut() {
+                        for (m, &mm) in d[dst].iter_mut().zip(values) {
+                            *m = reel_video::mm_to_metres(mm);
+                        }
+                    }
+                }
+            }
+            let time = times[i] as i64;
+            write_i64(&mut out[1], element, 0, time);
+            write_u8(
+                &mut out[2],
+                element,
+                u8::from((time - requested).abs() <= half),
+            );
+        }
+        Ok(())
+    }
+
+    /// Frames of depth camera `di` of `row` covering `need`: from a span read before when
+    /// it covers them, else one read (widened like the numeric streams').
+    fn depth_span(
+        &mut self,
+        episode: &OpenEpisode,
+        row: usize,
+        di: usize,
+        need: std::ops::Range<i64>,
+        uri: &str,
+    ) -> Result<&DepthWindow> {
+        if let Some(i) = self.depth_spans.iter().position(|s| {
+            s.row == row && s.depth == di && s.span.start <= need.start && need.end <= s.span.end
+        }) {
+            let entry = self.depth_spans.remove(i).expect("index from position");
+            self.depth_spans.push_front(entry);
+        } else {
+            let widen = self.shared.signal_widen_ns;
+            let span = (need.start - widen).max(0)..need.end + widen;
+            let topic = &self.shared.depths[di].topic;
+            let window = episode
+                .reader
+                .depth(topic, span.start as u64..span.end as u64)
+                .map_err(|source| LoaderError::Episode {
+                    uri: uri.to_string(),
+                    source: Box::new(source),
+                })?;
+            self.depth_spans.push_front(DepthSpan {
+                row,
+                depth: di,
+                span,
+                window,
+            });
+            self.depth_spans
+                .truncate(DEPTH_SPANS * self.shared.depths.len().max(1));
+        }
+        Ok(&self.depth_spans[0].window)
     }
 
     #[allow(clippy::too_many_arguments)]

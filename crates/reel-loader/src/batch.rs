@@ -10,6 +10,7 @@ use crate::host::{HostBuf, HostMemory};
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     U8,
+    U16,
     F32,
     I64,
 }
@@ -18,6 +19,7 @@ pub enum DType {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TensorData {
     U8(HostBuf<u8>),
+    U16(HostBuf<u16>),
     F32(HostBuf<f32>),
     I64(HostBuf<i64>),
 }
@@ -27,6 +29,7 @@ impl TensorData {
     pub fn dtype(&self) -> DType {
         match self {
             Self::U8(_) => DType::U8,
+            Self::U16(_) => DType::U16,
             Self::F32(_) => DType::F32,
             Self::I64(_) => DType::I64,
         }
@@ -36,6 +39,7 @@ impl TensorData {
     pub fn len(&self) -> usize {
         match self {
             Self::U8(v) => v.len(),
+            Self::U16(v) => v.len(),
             Self::F32(v) => v.len(),
             Self::I64(v) => v.len(),
         }
@@ -50,6 +54,7 @@ impl TensorData {
     pub fn as_bytes(&self) -> &[u8] {
         match self {
             Self::U8(v) => v,
+            Self::U16(v) => bytemuck::cast_slice(v),
             Self::F32(v) => bytemuck::cast_slice(v),
             Self::I64(v) => bytemuck::cast_slice(v),
         }
@@ -59,6 +64,7 @@ impl TensorData {
     pub fn is_pinned(&self) -> bool {
         match self {
             Self::U8(v) => v.is_pinned(),
+            Self::U16(v) => v.is_pinned(),
             Self::F32(v) => v.is_pinned(),
             Self::I64(v) => v.is_pinned(),
         }
@@ -67,6 +73,7 @@ impl TensorData {
     fn truncate(&mut self, len: usize) {
         match self {
             Self::U8(v) => v.truncate(len),
+            Self::U16(v) => v.truncate(len),
             Self::F32(v) => v.truncate(len),
             Self::I64(v) => v.truncate(len),
         }
@@ -91,6 +98,7 @@ impl Tensor {
         let n = shape.iter().product();
         let data = match dtype {
             DType::U8 => TensorData::U8(memory.zeroed(n)),
+            DType::U16 => TensorData::U16(memory.zeroed(n)),
             DType::F32 => TensorData::F32(memory.zeroed(n)),
             DType::I64 => TensorData::I64(memory.zeroed(n)),
         };
@@ -106,6 +114,14 @@ impl Tensor {
     pub fn as_u8(&self) -> Option<&[u8]> {
         match &self.data {
             TensorData::U8(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The `u16` elements, if that is the type.
+    pub fn as_u16(&self) -> Option<&[u16]> {
+        match &self.data {
+            TensorData::U16(v) => Some(v),
             _ => None,
         }
     }
@@ -129,6 +145,13 @@ impl Tensor {
     pub(crate) fn data_u8_mut(&mut self) -> Option<&mut [u8]> {
         match &mut self.data {
             TensorData::U8(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn data_u16_mut(&mut self) -> Option<&mut [u16]> {
+        match &mut self.data {
+            TensorData::U16(v) => Some(v),
             _ => None,
         }
     }

@@ -100,7 +100,7 @@ macro_rules! element {
         }
     )*};
 }
-element!(u8, f32, i64);
+element!(u8, u16, f32, i64);
 
 /// One contiguous buffer of a tensor, in pageable or pinned host memory.
 pub struct HostBuf<T: Element> {

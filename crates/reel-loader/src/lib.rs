@@ -93,5 +93,8 @@ pub use loader::{Batches, EpochSize, LoadStats, Loader, LoaderOptions, LoaderSta
 pub use order::Shuffle;
 pub use pack::{PackError, Packed, pack};
 pub use reel_video::RgbConversion;
-pub use spec::{CameraSpec, EdgePolicy, Layout, ProprioKind, ProprioSpec, SampleSpec};
+pub use spec::{
+    CameraSpec, DepthSpec, DepthTensorUnit, EdgePolicy, Layout, ProprioKind, ProprioSpec,
+    SampleSpec,
+};
 pub use working_set::{whole_episodes, working_set};

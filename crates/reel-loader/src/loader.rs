@@ -16,12 +16,12 @@ use reel_mcap::{DecodedGop, EpisodeReader};
 use reel_video::RgbConversion;
 use serde::{Deserialize, Serialize};
 
-use crate::assemble::{CameraPlan, ProprioPlan, Worker};
+use crate::assemble::{CameraPlan, DepthPlan, ProprioPlan, Worker};
 use crate::batch::Batch;
 use crate::error::{LoaderError, Result};
 use crate::host::HostMemory;
 use crate::order::{AnchorIndex, EpochOrder, Shuffle};
-use crate::spec::SampleSpec;
+use crate::spec::{DepthTensorUnit, SampleSpec};
 
 /// Where episode bytes come from: the store itself, or the node's block cache in front of it.
 #[derive(Debug, Clone)]
@@ -142,6 +142,7 @@ pub(crate) struct Shared {
     pub index: AnchorIndex,
     pub sources: Sources,
     pub cameras: Vec<CameraPlan>,
+    pub depths: Vec<DepthPlan>,
     pub proprio: Vec<ProprioPlan>,
     /// Every numeric topic of the spec, read together (one read of their group).
     pub proprio_topics: Vec<String>,
@@ -248,6 +249,40 @@ impl Loader {
                 layout: c.layout,
             });
         }
+        let mut depths = Vec::new();
+        for d in &spec.depths {
+            let ch = channel(&d.topic)?;
+            let meta = |key: &str| ch.metadata.get(key).map(String::as_str);
+            if meta(reel_mcap::keys::KIND) != Some(reel_mcap::keys::DEPTH_KIND) {
+                return Err(mismatch(format!(
+                    "{} is not a depth camera (reel.kind {:?})",
+                    d.topic,
+                    meta(reel_mcap::keys::KIND)
+                )));
+            }
+            let dim = |key: &str| {
+                meta(key)
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .ok_or_else(|| mismatch(format!("{} has no {key}", d.topic)))
+            };
+            if d.unit == DepthTensorUnit::M
+                && meta(reel_mcap::keys::UNIT) != Some(reel_video::DepthUnit::Millimetres.as_str())
+            {
+                return Err(mismatch(format!(
+                    "{} holds {:?} values, not millimetres: it has no metres",
+                    d.topic,
+                    meta(reel_mcap::keys::UNIT)
+                )));
+            }
+            depths.push(DepthPlan {
+                name: d.name.clone(),
+                topic: d.topic.clone(),
+                offsets_ns: d.offsets_ns(),
+                width: dim(reel_mcap::keys::WIDTH)?,
+                height: dim(reel_mcap::keys::HEIGHT)?,
+                unit: d.unit,
+            });
+        }
         let mut proprio = Vec::new();
         let mut proprio_topics: Vec<String> = Vec::new();
         for p in &spec.proprio {
@@ -269,6 +304,7 @@ impl Loader {
                 index,
                 sources,
                 cameras,
+                depths,
                 proprio,
                 proprio_topics,
                 whole_gops,

@@ -20,6 +20,12 @@ use crate::error::{LoaderError, Result};
 /// topic = "/camera/high/image_raw/compressed"
 /// offsets_s = [-0.5, 0.0]
 ///
+/// [[depth]]
+/// name = "wrist_depth"
+/// topic = "/camera/wrist/depth"
+/// offsets_s = [0.0]
+/// unit = "m"
+///
 /// [[proprio]]
 /// name = "state"
 /// topic = "/joint_states"
@@ -38,6 +44,9 @@ pub struct SampleSpec {
     /// Cameras, in output order.
     #[serde(default, rename = "camera")]
     pub cameras: Vec<CameraSpec>,
+    /// Depth cameras, in output order (after the cameras).
+    #[serde(default, rename = "depth")]
+    pub depths: Vec<DepthSpec>,
     /// Numeric streams (state, actions, poses), in output order.
     #[serde(default, rename = "proprio")]
     pub proprio: Vec<ProprioSpec>,
@@ -70,6 +79,40 @@ pub struct CameraSpec {
     /// Pixel layout of each frame.
     #[serde(default)]
     pub layout: Layout,
+}
+
+/// Frames of one depth camera: a `[k, height, width]` tensor per sample, `u16`
+/// millimetres or `f32` metres.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepthSpec {
+    /// Tensor name.
+    pub name: String,
+    /// Topic in the canonical episode (a `reel.kind=depth` channel).
+    pub topic: String,
+    /// Frame times relative to the anchor, seconds.
+    pub offsets_s: Vec<f64>,
+    /// Unit of the tensor.
+    #[serde(default)]
+    pub unit: DepthTensorUnit,
+}
+
+/// Element type and unit of a depth tensor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DepthTensorUnit {
+    /// `u16` as stored: millimetres (or `mono16` counts); 0 is no reading.
+    #[default]
+    Mm,
+    /// `f32` metres (`mm / 1000`; no reading stays 0).
+    M,
+}
+
+impl DepthSpec {
+    /// Offsets from the anchor in nanoseconds.
+    pub fn offsets_ns(&self) -> Vec<i64> {
+        self.offsets_s.iter().map(|&s| seconds_to_ns(s)).collect()
+    }
 }
 
 /// Pixel layout of a frame tensor (always u8 RGB).
@@ -169,7 +212,7 @@ impl SampleSpec {
                 self.anchor_hz
             ));
         }
-        if self.cameras.is_empty() && self.proprio.is_empty() {
+        if self.cameras.is_empty() && self.depths.is_empty() && self.proprio.is_empty() {
             return Err("the spec asks for no camera and no numeric stream".into());
         }
         let mut names = HashSet::new();
@@ -189,6 +232,17 @@ impl SampleSpec {
                 return Err(format!("name {} is used twice", c.name));
             }
         }
+        for d in &self.depths {
+            if d.offsets_s.is_empty() || d.offsets_s.iter().any(|o| !o.is_finite()) {
+                return Err(format!(
+                    "depth {}: offsets_s must be finite, at least one",
+                    d.name
+                ));
+            }
+            if !names.insert(d.name.as_str()) {
+                return Err(format!("name {} is used twice", d.name));
+            }
+        }
         for p in &self.proprio {
             if p.steps == 0 || !(p.hz.is_finite() && p.hz > 0.0) {
                 return Err(format!("{}: steps and hz must be positive", p.name));
@@ -206,6 +260,7 @@ impl SampleSpec {
             .cameras
             .iter()
             .flat_map(CameraSpec::offsets_ns)
+            .chain(self.depths.iter().flat_map(DepthSpec::offsets_ns))
             .chain(self.proprio.iter().flat_map(ProprioSpec::offsets_ns));
         let (mut before, mut after) = (0i64, 0i64);
         for o in offsets {
@@ -247,6 +302,11 @@ name = "high"
 topic = "/camera/high"
 offsets_s = [-0.5, 0.0]
 layout = "chw"
+[[depth]]
+name = "depth"
+topic = "/camera/depth"
+offsets_s = [0.0]
+unit = "m"
 [[proprio]]
 name = "state"
 topic = "/joint_states"
@@ -265,6 +325,7 @@ hz = 50.0
     fn reads_a_spec_and_derives_its_reach_and_rule() {
         let spec = SampleSpec::from_toml_str(SPEC).expect("parses");
         assert_eq!(spec.cameras[0].layout, Layout::Chw);
+        assert_eq!(spec.depths[0].unit, DepthTensorUnit::M);
         assert_eq!(spec.edge, EdgePolicy::Drop);
         let state = spec.proprio[0].offsets_ns();
         assert_eq!(state.len(), 200);
@@ -295,6 +356,11 @@ hz = 50.0
                 SPEC.replace("offsets_s = [-0.5, 0.0]", "offsets_s = []"),
                 "high",
             ),
+            (
+                SPEC.replace("unit = \"m\"", "unit = \"cm\""),
+                "unknown variant",
+            ),
+            (SPEC.replace("name = \"depth\"", "name = \"high\""), "twice"),
             (
                 SPEC.replace("kind = \"chunk\"", "kind = \"future\""),
                 "unknown variant",

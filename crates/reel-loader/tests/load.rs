@@ -52,16 +52,23 @@ struct Fixture {
 }
 
 fn fixture(episodes: u64, seconds: f64, rule: SamplingRule) -> Fixture {
+    fixture_of(
+        SynthConfig {
+            seed: 5,
+            seconds,
+            cameras: 2,
+            width: 64,
+            height: 48,
+            ..SynthConfig::default()
+        },
+        episodes,
+        rule,
+    )
+}
+
+fn fixture_of(synth: SynthConfig, episodes: u64, rule: SamplingRule) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir_all(dir.path().join("canonical")).expect("mkdir");
-    let synth = SynthConfig {
-        seed: 5,
-        seconds,
-        cameras: 2,
-        width: 64,
-        height: 48,
-        ..SynthConfig::default()
-    };
     let manifest = dir.path().join("manifest.arrow");
     let meta = ManifestMeta::new("SELECT * FROM episodes", "test", rule);
     let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
@@ -294,6 +301,225 @@ fn every_element_is_the_grid_point_it_asks_for() {
     );
 }
 
+#[test]
+fn depth_comes_back_exactly_as_recorded_in_millimetres_and_in_metres() {
+    let spec = SampleSpec::from_toml_str(
+        r#"
+anchor_hz = 10.0
+[[depth]]
+name = "depth_mm"
+topic = "/camera/high/depth/image_raw"
+offsets_s = [-0.2, 0.0]
+[[depth]]
+name = "depth_m"
+topic = "/camera/high/depth/image_raw"
+offsets_s = [0.0]
+unit = "m"
+[[proprio]]
+name = "state"
+topic = "/joint_states"
+kind = "window"
+steps = 10
+hz = 200.0
+"#,
+    )
+    .expect("spec");
+    let synth = SynthConfig {
+        seed: 9,
+        seconds: 2.0,
+        cameras: 1,
+        depth_cameras: 1,
+        width: 40,
+        height: 30,
+        ..SynthConfig::default()
+    };
+    let f = fixture_of(synth, 2, spec.sampling_rule());
+    let loader = loader(
+        &f,
+        &spec,
+        LoaderOptions {
+            batch_size: 4,
+            workers: 2,
+            ..LoaderOptions::default()
+        },
+    );
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    let batches = all_batches(&loader, 0);
+    assert!(
+        samples(&batches).len() >= 2 * 15,
+        "{}",
+        samples(&batches).len()
+    );
+    let topic = "/camera/high/depth/image_raw";
+    let pixels = 40 * 30;
+    let mut image_decoder = ImageDecoder::new();
+    let mut checked = 0;
+    for batch in &batches {
+        assert!(batch.skipped.is_empty(), "{:?}", batch.skipped);
+        let mm = batch.get("depth_mm").expect("depth_mm");
+        assert_eq!(mm.shape, [mm.shape[0], 2, 30, 40]);
+        let mm_values = mm.as_u16().expect("u16 millimetres");
+        let metres = batch
+            .get("depth_m")
+            .and_then(|t| t.as_f32())
+            .expect("f32 metres");
+        let rows = batch
+            .get("episode_row")
+            .and_then(|t| t.as_i64())
+            .expect("rows");
+        let mm_times = batch
+            .get("depth_mm.time_ns")
+            .and_then(|t| t.as_i64())
+            .expect("times");
+        let mm_mask = batch
+            .get("depth_mm.mask")
+            .and_then(|t| t.as_u8())
+            .expect("mask");
+        let m_times = batch
+            .get("depth_m.time_ns")
+            .and_then(|t| t.as_i64())
+            .expect("times");
+        for (slot, &row) in rows.iter().enumerate() {
+            let uri = manifest
+                .episode(row as usize)
+                .expect("row")
+                .uri()
+                .expect("uri")
+                .to_string();
+            let landing =
+                reel_mcap::read_landing(&uri, &f.landing[&uri], &|_| false).expect("landing");
+            let camera = landing
+                .depths
+                .iter()
+                .find(|d| d.topic == topic)
+                .expect("a landing depth camera");
+            let mut recorded = |time: i64| {
+                let frame = camera
+                    .frames
+                    .iter()
+                    .find(|fr| fr.log_time as i64 == time)
+                    .unwrap_or_else(|| panic!("no landing depth frame at {time}"));
+                frame
+                    .encoding
+                    .to_depth(&mut image_decoder, &frame.data)
+                    .expect("decodes")
+                    .data
+            };
+            for j in 0..2 {
+                let e = slot * 2 + j;
+                assert_eq!(mm_mask[e], 1, "a 30 Hz frame lies within half a period");
+                let want = recorded(mm_times[e]);
+                assert_eq!(&mm_values[e * pixels..(e + 1) * pixels], want.as_slice());
+                assert!(want.contains(&0), "holes stay 0");
+            }
+            let want = recorded(m_times[slot]);
+            let got = &metres[slot * pixels..(slot + 1) * pixels];
+            for (m, mm) in got.iter().zip(&want) {
+                assert_eq!(*m, f32::from(*mm) / 1000.0);
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked as u64, loader.total_samples());
+}
+
+/// The landing episode without `topic`'s messages logged after `until_ns`: a camera that
+/// stops before the rest of the recording, as a flaky USB camera does.
+fn without_tail(landing: &[u8], topic: &str, until_ns: u64) -> Vec<u8> {
+    let mut out = mcap::Writer::new(std::io::Cursor::new(Vec::new())).expect("writer");
+    for message in mcap::MessageStream::new(landing).expect("landing") {
+        let message = message.expect("message");
+        if message.channel.topic == topic && message.log_time > until_ns {
+            continue;
+        }
+        out.write(&message).expect("writes");
+    }
+    out.finish().expect("finishes");
+    out.into_inner().into_inner()
+}
+
+#[test]
+fn a_camera_that_stops_early_costs_no_sample() {
+    let spec = spec();
+    let synth = SynthConfig {
+        seed: 11,
+        seconds: 5.0,
+        cameras: 2,
+        width: 64,
+        height: 48,
+        ..SynthConfig::default()
+    };
+    let episode = generate_episode(&synth, 0).expect("synth");
+    let stop = episode.report.start_ns + 3_000_000_000;
+    let landing = without_tail(&episode.mcap, WRIST, stop);
+    let processed =
+        process_episode("ep", "ep", &landing, &PipelineConfig::default()).expect("ingests");
+    let s = &processed.summary;
+    assert!(s.covered_end_ns <= stop, "{} > {stop}", s.covered_end_ns);
+    assert!(s.end_ns > stop + 1_500_000_000, "the rest runs on");
+    assert!(
+        s.qc.findings
+            .iter()
+            .any(|f| f.topic == WRIST && f.detail.as_deref() == Some("ends early")),
+        "{:?}",
+        s.qc.findings
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("canonical")).expect("mkdir");
+    std::fs::write(dir.path().join(&s.canonical_key), &processed.bytes).expect("writes");
+    // The manifest row ingest gives, and one spanning the whole recording.
+    let covered = s.manifest_row();
+    let whole = reel_manifest::ManifestRow {
+        start_ns: s.start_ns as i64,
+        end_ns: s.end_ns as i64,
+        ..s.manifest_row()
+    };
+    let mut served = Vec::new();
+    for (name, row) in [("covered", covered), ("whole", whole)] {
+        let path = dir.path().join(format!("{name}.arrow"));
+        let meta = ManifestMeta::new("SELECT * FROM episodes", "test", spec.sampling_rule());
+        let mut writer = ManifestWriter::create(&path, &meta).expect("manifest");
+        writer.push(&row).expect("row");
+        writer.finish().expect("finishes");
+        let loader = Loader::new(
+            Manifest::open(&path).expect("manifest"),
+            &spec,
+            Sources::Store(store(dir.path())),
+            LoaderOptions {
+                batch_size: 4,
+                ..LoaderOptions::default()
+            },
+        )
+        .expect("loader");
+        let batches = all_batches(&loader, 0);
+        let skipped: usize = batches.iter().map(|b| b.skipped.len()).sum();
+        // Frames the wrist camera could not give: masked.
+        let missing = batches
+            .iter()
+            .flat_map(|b| b.get("wrist.mask").and_then(|t| t.as_u8()).expect("mask"))
+            .filter(|&&m| m == 0)
+            .count();
+        served.push((
+            loader.total_samples(),
+            samples(&batches).len(),
+            skipped,
+            missing,
+        ));
+    }
+    let (covered, whole) = (served[0], served[1]);
+    assert!(covered.0 > 0, "{covered:?}");
+    assert_eq!(
+        (covered.2, covered.3),
+        (0, 0),
+        "every sample whole: {covered:?}"
+    );
+    assert_eq!(covered.1 as u64, covered.0);
+    // Anchored over the whole recording, the samples past the camera's end lack it: masked
+    // every time, whichever worker decoded the camera's last GOP first (never skipped).
+    assert!(whole.3 > 0, "{whole:?}");
+    assert_eq!(whole.2, 0, "{whole:?}");
+}
+
 /// PSNR of `frame` against the landing JPEG nearest `time` (the better of its neighbours).
 fn landing_psnr(
     landing: &[u8],
@@ -491,10 +717,27 @@ fn padding_masks_what_lies_outside_the_episode() {
         .expect("mask");
     let values = batch.get("state").and_then(|t| t.as_f32()).expect("values");
     let fields = batch.get("state").expect("state").shape[2];
+    // The manifest's span is where every stream has data; the state stream itself starts a
+    // little earlier, and before its first grid point there is nothing to read.
+    let reader = EpisodeReader::open(
+        MmapSource::open(
+            f.dir
+                .path()
+                .join(manifest.episode(0).expect("row").uri().expect("uri")),
+        )
+        .expect("mmap"),
+    )
+    .expect("opens");
+    let state_start = reader
+        .signals(&["/joint_states"], 0..u64::MAX)
+        .expect("signals")
+        .remove(0)
+        .log_times[0] as i64;
+    assert!(state_start <= start);
     let (mut outside, mut inside) = (0, 0);
     for (e, (&t, &m)) in times.iter().zip(mask).enumerate() {
-        if t < start {
-            assert_eq!(m, 0, "state before the start is masked");
+        if t < state_start {
+            assert_eq!(m, 0, "state before the stream's start is masked");
             assert!(
                 values[e * fields..(e + 1) * fields]
                     .iter()
@@ -517,11 +760,19 @@ fn padding_masks_what_lies_outside_the_episode() {
         .get("action.mask")
         .and_then(|t| t.as_u8())
         .expect("mask");
+    let action_end = *reader
+        .signals(&["/action"], 0..u64::MAX)
+        .expect("signals")
+        .remove(0)
+        .log_times
+        .last()
+        .expect("actions") as i64;
+    assert!(action_end >= end);
     assert!(
         action_times
             .iter()
             .zip(action_mask)
-            .any(|(&t, &m)| t > end && m == 0)
+            .any(|(&t, &m)| t > action_end && m == 0)
     );
 }
 

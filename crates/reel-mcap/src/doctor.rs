@@ -26,7 +26,9 @@ use prost::Message as _;
 use reel_io::{ByteSource, MemorySource};
 use serde::Serialize;
 
-use crate::proto::{COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray};
+use crate::proto::{
+    COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray, RAW_IMAGE, RawImage,
+};
 use crate::reader::EpisodeReader;
 use crate::reader::open::le_u64;
 use crate::writer::is_idr;
@@ -360,7 +362,7 @@ impl Doctor {
         self.cameras(summary, chunks, layout.as_ref());
     }
 
-    /// The metadata records; returns (origin, camera window) from `reel.layout`.
+    /// The metadata records; returns (camera window origin, camera window) from `reel.layout`.
     fn metadata(&mut self, reader: &EpisodeReader<MemorySource>) -> Option<(u64, u64)> {
         self.ran("metadata");
         let records = reader.metadata();
@@ -384,7 +386,9 @@ impl Doctor {
         }
         let layout = records.get(keys::LAYOUT_RECORD)?;
         let number = |key: &str| layout.get(key).and_then(|v| v.parse::<u64>().ok());
-        match (number("origin_ns"), number("camera_window_ns")) {
+        // Camera windows start at `camera_origin_ns` (format 3), else at the episode origin.
+        let origin = number("camera_origin_ns").or(number("origin_ns"));
+        match (origin, number("camera_window_ns")) {
             (Some(origin), Some(window)) if window > 0 => Some((origin, window)),
             _ => {
                 self.problem(
@@ -413,6 +417,7 @@ impl Doctor {
             }
             let (expected_schema, required): (&str, &[&str]) = match kind {
                 Some("camera") => (COMPRESSED_VIDEO, &[keys::WIDTH, keys::HEIGHT, keys::CODEC]),
+                Some(keys::DEPTH_KIND) => (RAW_IMAGE, &[keys::WIDTH, keys::HEIGHT, keys::UNIT]),
                 Some("state" | "action" | "pose" | "signal") => {
                     (FLOAT_ARRAY, &[keys::FIELDS, keys::SOURCE_SCHEMA])
                 }
@@ -531,6 +536,15 @@ impl Doctor {
                 (fields > 0).then_some((c.id, fields))
             })
             .collect();
+        let depths: BTreeMap<u16, (u32, u32)> = summary
+            .channels
+            .values()
+            .filter(|c| c.schema.as_ref().is_some_and(|s| s.name == RAW_IMAGE))
+            .filter_map(|c| {
+                let size = |key| c.metadata.get(key).and_then(|v| v.parse::<u32>().ok());
+                Some((c.id, (size(keys::WIDTH)?, size(keys::HEIGHT)?)))
+            })
+            .collect();
         self.ran("gop_alignment");
         if layout.is_some() {
             self.ran("camera_windows");
@@ -548,6 +562,25 @@ impl Doctor {
                             format!(
                                 "chunk {number} at offset {at}: a message at {log_time} ns has {} values for {fields} fields",
                                 m.values.len()
+                            ),
+                        ),
+                        Err(e) => self.problem(
+                            "channels",
+                            format!("chunk {number} at offset {at}: a message at {log_time} ns does not decode: {e}"),
+                        ),
+                    }
+                }
+                if let Some(&(width, height)) = depths.get(channel) {
+                    match RawImage::decode(data.as_ref()) {
+                        Ok(m) if m.width == width
+                            && m.height == height
+                            && m.step == 2 * width
+                            && m.data.len() == (m.step * m.height) as usize => {}
+                        Ok(m) => self.problem(
+                            "channels",
+                            format!(
+                                "chunk {number} at offset {at}: a depth frame at {log_time} ns is {}x{} with step {} and {} bytes, its channel {width}x{height}",
+                                m.width, m.height, m.step, m.data.len()
                             ),
                         ),
                         Err(e) => self.problem(

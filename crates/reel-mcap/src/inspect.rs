@@ -25,6 +25,15 @@ pub struct ChannelSummary {
     pub encoding: String,
     /// `reel.group`, if any.
     pub group: Option<String>,
+    /// `reel.kind`, if any (`camera`, `depth`, `state`…).
+    pub kind: Option<String>,
+    /// The landing encoding it came from (`reel.source_encoding`), if recorded.
+    pub source_encoding: Option<String>,
+    /// Cameras: `encoded`, `kept` (recorded H.264 stored as recorded) or `transcoded`
+    /// (`reel.video`), with why a recorded video was not kept (`reel.video_reason`).
+    pub video: Option<String>,
+    /// Why a recorded video was transcoded.
+    pub video_reason: Option<String>,
     /// Messages (from the statistics).
     pub messages: u64,
 }
@@ -157,6 +166,10 @@ pub fn inspect<S: ByteSource>(source: S, gops: bool) -> Result<LayoutReport> {
                 .unwrap_or_default(),
             encoding: c.message_encoding.clone(),
             group: c.metadata.get(keys::GROUP).cloned(),
+            kind: c.metadata.get(keys::KIND).cloned(),
+            source_encoding: c.metadata.get(keys::SOURCE_ENCODING).cloned(),
+            video: c.metadata.get(keys::VIDEO).cloned(),
+            video_reason: c.metadata.get(keys::VIDEO_REASON).cloned(),
             messages: stats
                 .channel_message_counts
                 .get(&c.id)
@@ -327,19 +340,33 @@ impl LayoutReport {
         }
         let _ = writeln!(
             s,
-            "\n{:>4}  {:<44} {:<28} {:<9} {:<10} {:>8}",
+            "\n{:>4}  {:<44} {:<28} {:<9} {:<10} {:>8}  from",
             "id", "topic", "schema", "encoding", "group", "messages"
         );
         for c in &self.channels {
+            // Where a camera's stream came from: `jpeg, encoded`, `h264, kept`,
+            // `h265, transcoded (why)`.
+            let from = [c.source_encoding.as_deref(), c.video.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(", ");
+            let why = c
+                .video_reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "{:>4}  {:<44} {:<28} {:<9} {:<10} {:>8}",
+                "{:>4}  {:<44} {:<28} {:<9} {:<10} {:>8}  {}{}",
                 c.id,
                 c.topic,
                 c.schema,
                 c.encoding,
                 c.group.as_deref().unwrap_or("-"),
-                c.messages
+                c.messages,
+                if from.is_empty() { "-" } else { &from },
+                why
             );
         }
         let _ = writeln!(

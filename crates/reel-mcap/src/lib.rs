@@ -48,46 +48,58 @@
 //! # Ok::<(), reel_mcap::Error>(())
 //! ```
 
+mod depth;
 mod doctor;
 mod encoding;
+mod frames;
 mod inspect;
 mod landing;
 mod message_json;
 mod pack;
 pub mod proto;
 mod reader;
+mod recorded_video;
 mod writer;
 
+pub use depth::{ConvertedDepth, convert_depth};
 pub use doctor::{DoctorOptions, DoctorReport, Problem, doctor};
 pub use encoding::EncodeConfig;
+pub use frames::CameraFrames;
 pub use inspect::{ChannelSummary, ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
 pub use landing::{
-    ImageEncoding, LandingCamera, LandingEpisode, LandingFiles, LandingFrame, LandingRecorded,
-    LandingSignal, RecordedMessage, Rosbag2Metadata, StreamProblem, is_rosbag2, read_landing,
-    read_landing_object, read_rosbag2, read_split_mcap, recording_stem,
+    FrameClass, ImageEncoding, LandingCamera, LandingEpisode, LandingFiles, LandingFrame,
+    LandingRecorded, LandingSignal, RecordedMessage, Rosbag2Metadata, StreamProblem, is_rosbag2,
+    read_landing, read_landing_object, read_rosbag2, read_split_mcap, recording_stem,
 };
 pub use message_json::{MessageJson, cat_messages, decode_message};
 pub use pack::{
-    PackConfig, PackReport, TopicRule, pack, pack_episode, prepare_episode, prepare_landing,
+    PackConfig, PackReport, TopicRule, pack, pack_episode, plan_recorded_videos, prepare_episode,
+    prepare_landing,
 };
-pub use reader::{DecodedGop, EpisodeReader, PlannedGop, RawMessage, SignalWindow};
+pub use reader::{DecodedGop, DepthWindow, EpisodeReader, PlannedGop, RawMessage, SignalWindow};
+pub use recorded_video::{
+    CameraWindows, VideoOrigin, check_recorded_video, is_recorded_video, keep_recorded_video,
+};
 pub use writer::{
-    CameraStream, CanonicalEpisode, Layout, RecordedStream, Sample, SignalKind, SignalStream,
-    StreamGrid, VideoFrame, WriteConfig, is_idr, write_episode,
+    CameraStream, CanonicalEpisode, DepthFrame, DepthStream, Layout, RecordedStream, Sample,
+    SignalKind, SignalStream, StreamGrid, VideoFrame, WriteConfig, is_idr, write_episode,
 };
 
 /// Version of the canonical format written by this crate (`reel.format_version`). Version
-/// 2 added topics kept as recorded (`reel.kind=recorded`, the `other` group).
-pub const FORMAT_VERSION: &str = "2";
+/// 2 added topics kept as recorded (`reel.kind=recorded`, the `other` group); version 3
+/// added depth cameras (`reel.kind=depth`, `foxglove.RawImage`), cameras kept as recorded
+/// or transcoded (`reel.video`, `reel.source_encoding`), odd frame sizes and
+/// `camera_origin_ns` in `reel.layout`.
+pub const FORMAT_VERSION: &str = "3";
 
 /// Every canonical format version this crate reads: each adds to the one before.
-pub const READABLE_FORMAT_VERSIONS: [&str; 2] = ["1", "2"];
+pub const READABLE_FORMAT_VERSIONS: [&str; 3] = ["1", "2", "3"];
 
 /// Names used in channel metadata and metadata records.
 pub mod keys {
     /// Channel metadata: the topic group.
     pub const GROUP: &str = "reel.group";
-    /// Channel metadata: `camera`, `state`, `action`, `pose`, `signal` or `recorded`.
+    /// Channel metadata: `camera`, `depth`, `state`, `action`, `pose`, `signal` or `recorded`.
     pub const KIND: &str = "reel.kind";
     /// [`KIND`] of a topic kept as recorded (its own schema and encoding).
     pub const RECORDED_KIND: &str = "recorded";
@@ -99,6 +111,17 @@ pub mod keys {
     pub const FIELDS: &str = "reel.fields";
     /// Channel metadata: schema of the landing topic.
     pub const SOURCE_SCHEMA: &str = "reel.source_schema";
+    /// [`KIND`] of a 16-bit single-channel camera (`foxglove.RawImage`).
+    pub const DEPTH_KIND: &str = "depth";
+    /// Channel metadata of a depth camera: `mm` or `raw` (see `reel_video::DepthUnit`).
+    pub const UNIT: &str = "reel.unit";
+    /// Channel metadata of a camera or depth camera: the landing encoding it came from.
+    pub const SOURCE_ENCODING: &str = "reel.source_encoding";
+    /// Channel metadata of a camera: `encoded` (from pictures), `kept` (recorded H.264
+    /// stored as recorded) or `transcoded` (recorded video encoded again).
+    pub const VIDEO: &str = "reel.video";
+    /// Channel metadata of a transcoded camera: why the recorded video was not kept.
+    pub const VIDEO_REASON: &str = "reel.video_reason";
     /// Channel metadata: frame width.
     pub const WIDTH: &str = "reel.width";
     /// Channel metadata: frame height.

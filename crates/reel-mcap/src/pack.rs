@@ -5,12 +5,17 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use reel_io::{Store, StoreOptions, split_object_uri};
-use reel_video::{H264Encoder, ImageDecoder};
+use reel_video::H264Encoder;
 use serde::{Deserialize, Serialize};
 
+use crate::depth::{ConvertedDepth, convert_depth};
 use crate::encoding::EncodeConfig;
+use crate::frames::CameraFrames;
 use crate::landing::{
     LandingCamera, LandingEpisode, LandingSignal, StreamProblem, read_landing, read_landing_object,
+};
+use crate::recorded_video::{
+    CameraWindows, VideoOrigin, check_recorded_video, is_recorded_video, keep_recorded_video,
 };
 use crate::writer::{
     CameraStream, CanonicalEpisode, RecordedStream, SignalKind, SignalStream, VideoFrame,
@@ -164,7 +169,7 @@ pub struct PackReport {
     pub bytes_in: u64,
     /// Canonical bytes.
     pub bytes_out: u64,
-    /// Landing camera-image bytes (the JPEG/PNG/raw payloads alone).
+    /// Landing camera-image bytes (the JPEG/PNG/raw/depth payloads alone).
     pub image_bytes_in: u64,
     /// Canonical H.264 bytes (access units alone).
     pub video_bytes_out: u64,
@@ -172,6 +177,14 @@ pub struct PackReport {
     pub cameras: usize,
     /// Frames encoded.
     pub frames: u64,
+    /// Recorded H.264 cameras kept as recorded.
+    pub kept_videos: Vec<String>,
+    /// Recorded video cameras transcoded, with why they could not be kept.
+    pub transcoded_videos: BTreeMap<String, String>,
+    /// Depth (16-bit) camera topics.
+    pub depth_cameras: usize,
+    /// Depth frames stored.
+    pub depth_frames: u64,
     /// Numeric topics.
     pub signals: usize,
     /// Numeric samples.
@@ -210,16 +223,15 @@ fn encode_camera(
     name: &str,
     camera: &LandingCamera,
     group: String,
-    origin: u64,
-    window_ns: u64,
+    windows: CameraWindows,
+    video: VideoOrigin,
     config: &PackConfig,
 ) -> Result<EncodedCamera> {
-    let mut images = ImageDecoder::new();
     let mut encoder: Option<H264Encoder> = None;
     let mut frames = Vec::with_capacity(camera.frames.len());
     let mut log_times = Vec::with_capacity(camera.frames.len());
     let mut bad_frames = 0;
-    let mut image_bytes = 0;
+    let image_bytes = camera.frames.iter().map(|f| f.data.len() as u64).sum();
     let mut last_window = None;
     let mut size = (0, 0);
     let video_err = |source| Error::Video {
@@ -229,9 +241,9 @@ fn encode_camera(
     };
     let fps = median_period(camera).map_or(30, |p| (1e9 / p as f64).round() as u32);
     let encoder_config = config.encode.encoder(fps);
-    for frame in &camera.frames {
-        image_bytes += frame.data.len() as u64;
-        let rgb = match frame.encoding.to_rgb(&mut images, &frame.data) {
+    for (index, picture) in CameraFrames::new(camera) {
+        let frame = &camera.frames[index];
+        let rgb = match picture {
             Ok(rgb) => rgb,
             Err(_) if config.skip_bad_frames => {
                 bad_frames += 1;
@@ -271,7 +283,7 @@ fn encode_camera(
                 reason,
             });
         }
-        let window = frame.log_time.saturating_sub(origin) / window_ns;
+        let window = windows.of(frame.log_time);
         let units = if last_window != Some(window) {
             encoder.push_keyframe(&rgb)
         } else {
@@ -304,11 +316,48 @@ fn encode_camera(
             frame_id: camera.frame_id.clone(),
             width: size.0,
             height: size.1,
+            source_encoding: source_encoding(camera),
+            video,
             frames: video_frames,
         },
         bad_frames,
         image_bytes,
     })
+}
+
+/// The landing encoding of a camera's first frame (`jpeg`, `rgb8`, `h264`...).
+pub(crate) fn source_encoding(camera: &LandingCamera) -> String {
+    camera
+        .frames
+        .first()
+        .map(|f| f.encoding.name())
+        .unwrap_or_default()
+}
+
+/// The recorded videos of an episode that can be kept as recorded, and the chunk windows
+/// they set: the first one that meets the canonical rules decides the windows, the others
+/// are kept only if their keyframes fit them too. Every other recorded video is
+/// transcoded, with the reason.
+pub fn plan_recorded_videos(
+    cameras: &[LandingCamera],
+) -> (Option<CameraWindows>, Vec<VideoOrigin>) {
+    let mut windows = None;
+    let origins = cameras
+        .iter()
+        .map(|camera| {
+            if !is_recorded_video(camera) {
+                return VideoOrigin::Encoded;
+            }
+            match check_recorded_video(camera, windows) {
+                Ok(w) => {
+                    windows = Some(w);
+                    VideoOrigin::Kept
+                }
+                Err(reason) => VideoOrigin::Transcoded(reason),
+            }
+        })
+        .collect();
+    (windows, origins)
 }
 
 /// Packs one landing episode held in memory; returns the canonical MCAP and a report
@@ -409,31 +458,65 @@ pub fn prepare_landing(
         .filter_map(|c| c.frames.first().map(|f| f.log_time))
         .chain(
             landing_episode
+                .depths
+                .iter()
+                .filter_map(|c| c.frames.first().map(|f| f.log_time)),
+        )
+        .chain(
+            landing_episode
                 .signals
                 .iter()
                 .filter_map(|s| s.samples.first().map(|f| f.log_time)),
         )
         .min()
         .unwrap_or(0);
-    // One GOP window for all cameras: `gop` frames of the first camera's nominal period.
-    let period = landing_episode
-        .cameras
-        .iter()
-        .find_map(median_period)
-        .unwrap_or(33_333_333);
-    let camera_window_ns = (period * config.encode.gop as u64).max(1);
+    // One GOP window for all cameras: a camera kept as recorded sets it with its
+    // keyframes; otherwise `gop` frames of the first camera's nominal period.
+    let (kept_windows, origins) = plan_recorded_videos(&landing_episode.cameras);
+    let windows = kept_windows.unwrap_or_else(|| {
+        let period = landing_episode
+            .cameras
+            .iter()
+            .find_map(median_period)
+            .unwrap_or(33_333_333);
+        CameraWindows {
+            origin_ns: origin,
+            window_ns: (period * config.encode.gop as u64).max(1),
+        }
+    });
 
     let encoded: Vec<EncodedCamera> = landing_episode
         .cameras
         .par_iter()
+        .zip(origins)
+        .map(|(camera, video)| {
+            let group = config.group_of(&camera.topic, &config.encode.camera_group);
+            if video == VideoOrigin::Kept {
+                let stream = keep_recorded_video(camera, group).map_err(|source| Error::Video {
+                    name: name.into(),
+                    topic: camera.topic.clone(),
+                    source,
+                })?;
+                return Ok(EncodedCamera {
+                    // Frames before the first keyframe cannot be decoded.
+                    bad_frames: (camera.frames.len() - stream.frames.len()) as u64,
+                    stream,
+                    image_bytes: camera.frames.iter().map(|f| f.data.len() as u64).sum(),
+                });
+            }
+            encode_camera(name, camera, group, windows, video, config)
+        })
+        .collect::<Result<_>>()?;
+
+    let depths: Vec<ConvertedDepth> = landing_episode
+        .depths
+        .par_iter()
         .map(|camera| {
-            encode_camera(
+            convert_depth(
                 name,
                 camera,
                 config.group_of(&camera.topic, &config.encode.camera_group),
-                origin,
-                camera_window_ns,
-                config,
+                config.skip_bad_frames,
             )
         })
         .collect::<Result<_>>()?;
@@ -476,7 +559,8 @@ pub fn prepare_landing(
         episode_id: episode_meta.get("episode_id").cloned(),
         bytes_in,
         bytes_out: 0,
-        image_bytes_in: encoded.iter().map(|c| c.image_bytes).sum(),
+        image_bytes_in: encoded.iter().map(|c| c.image_bytes).sum::<u64>()
+            + depths.iter().map(|d| d.image_bytes).sum::<u64>(),
         video_bytes_out: encoded
             .iter()
             .flat_map(|c| &c.stream.frames)
@@ -484,9 +568,24 @@ pub fn prepare_landing(
             .sum(),
         cameras: encoded.len(),
         frames: encoded.iter().map(|c| c.stream.frames.len() as u64).sum(),
+        kept_videos: encoded
+            .iter()
+            .filter(|c| c.stream.video == VideoOrigin::Kept)
+            .map(|c| c.stream.topic.clone())
+            .collect(),
+        transcoded_videos: encoded
+            .iter()
+            .filter_map(|c| match &c.stream.video {
+                VideoOrigin::Transcoded(reason) => Some((c.stream.topic.clone(), reason.clone())),
+                _ => None,
+            })
+            .collect(),
         signals: signals.len(),
         samples: signals.iter().map(|s| s.samples.len() as u64).sum(),
-        bad_frames: encoded.iter().map(|c| c.bad_frames).sum(),
+        depth_cameras: depths.len(),
+        depth_frames: depths.iter().map(|d| d.stream.frames.len() as u64).sum(),
+        bad_frames: encoded.iter().map(|c| c.bad_frames).sum::<u64>()
+            + depths.iter().map(|d| d.bad_frames).sum::<u64>(),
         skipped_topics,
         recorded_topics: recorded
             .iter()
@@ -498,12 +597,14 @@ pub fn prepare_landing(
     let episode = CanonicalEpisode {
         origin_ns: origin,
         cameras: encoded.into_iter().map(|c| c.stream).collect(),
+        depths: depths.into_iter().map(|d| d.stream).collect(),
         signals,
         recorded,
         episode: episode_meta,
     };
     let write_config = WriteConfig {
-        camera_window_ns,
+        camera_window_ns: windows.window_ns,
+        camera_origin_ns: Some(windows.origin_ns),
         signal_window_ns: config.encode.signal_window_ns(),
         ..WriteConfig::default()
     };

@@ -50,6 +50,33 @@ pub struct CompressedVideo {
     pub format: String,
 }
 
+/// `foxglove.RawImage`: canonical depth frames (`16UC1` millimetres, `mono16` counts),
+/// little-endian rows without padding; the chunk's zstd is their lossless compression.
+#[derive(Clone, PartialEq, Message)]
+pub struct RawImage {
+    /// Capture time of the frame.
+    #[prost(message, optional, tag = "1")]
+    pub timestamp: Option<Timestamp>,
+    /// Camera frame of reference.
+    #[prost(string, tag = "7")]
+    pub frame_id: String,
+    /// Width in pixels.
+    #[prost(fixed32, tag = "2")]
+    pub width: u32,
+    /// Height in pixels.
+    #[prost(fixed32, tag = "3")]
+    pub height: u32,
+    /// `16UC1` or `mono16`.
+    #[prost(string, tag = "4")]
+    pub encoding: String,
+    /// Bytes per row.
+    #[prost(fixed32, tag = "5")]
+    pub step: u32,
+    /// The pixels.
+    #[prost(bytes = "vec", tag = "6")]
+    pub data: Vec<u8>,
+}
+
 /// `reel.FloatArray`: one sample of a signal; value names live in the channel metadata
 /// (`reel.fields`), so each message carries only numbers.
 #[derive(Clone, PartialEq, Message)]
@@ -64,6 +91,8 @@ pub struct FloatArray {
 
 /// Schema name of camera channels.
 pub const COMPRESSED_VIDEO: &str = "foxglove.CompressedVideo";
+/// Schema name of depth channels.
+pub const RAW_IMAGE: &str = "foxglove.RawImage";
 /// Schema name of signal channels.
 pub const FLOAT_ARRAY: &str = "reel.FloatArray";
 
@@ -149,6 +178,25 @@ pub fn float_array_schema() -> Vec<u8> {
         vec![
             field("timestamp", 1, Type::Message, Label::Optional, stamp),
             field("values", 2, Type::Double, Label::Repeated, None),
+        ],
+    )
+}
+
+/// Schema data of `foxglove.RawImage`.
+pub fn raw_image_schema() -> Vec<u8> {
+    let stamp = Some(".google.protobuf.Timestamp");
+    schema(
+        "foxglove/RawImage.proto",
+        "foxglove",
+        "RawImage",
+        vec![
+            field("timestamp", 1, Type::Message, Label::Optional, stamp),
+            field("frame_id", 7, Type::String, Label::Optional, None),
+            field("width", 2, Type::Fixed32, Label::Optional, None),
+            field("height", 3, Type::Fixed32, Label::Optional, None),
+            field("encoding", 4, Type::String, Label::Optional, None),
+            field("step", 5, Type::Fixed32, Label::Optional, None),
+            field("data", 6, Type::Bytes, Label::Optional, None),
         ],
     )
 }

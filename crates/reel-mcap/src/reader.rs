@@ -12,7 +12,8 @@
 //! * `messages`: fetching planned chunk runs (one ranged read each) and copying out the
 //!   messages a read asked for;
 //! * `signals`: numeric streams decoded into [`SignalWindow`]s;
-//! * `video`: camera access units, [`PlannedGop`], [`DecodedGop`] and RGB frames.
+//! * `video`: camera access units, [`PlannedGop`], [`DecodedGop`] and RGB frames;
+//! * `depth`: depth cameras decoded into [`DepthWindow`]s.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,12 +23,14 @@ use mcap::{Channel, Summary};
 
 use crate::{Error, Result};
 
+mod depth;
 mod messages;
 pub(crate) mod open;
 pub(crate) mod plan;
 mod signals;
 mod video;
 
+pub use depth::DepthWindow;
 pub use messages::RawMessage;
 pub use signals::SignalWindow;
 pub use video::{DecodedGop, PlannedGop};

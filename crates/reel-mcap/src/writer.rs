@@ -8,9 +8,10 @@ use prost::Message;
 use serde::Serialize;
 
 use crate::proto::{
-    COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray, Timestamp, compressed_video_schema,
-    float_array_schema,
+    COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray, RAW_IMAGE, RawImage, Timestamp,
+    compressed_video_schema, float_array_schema, raw_image_schema,
 };
+use crate::recorded_video::{CameraWindows, VideoOrigin};
 use crate::{Error, FORMAT_VERSION, Result, keys};
 
 /// What a signal stream measures; recorded as `reel.kind` in the channel metadata.
@@ -76,8 +77,57 @@ pub struct CameraStream {
     pub width: usize,
     /// Frame height in pixels.
     pub height: usize,
+    /// The landing encoding it came from (`jpeg`, `rgb8`, `h264`...; empty when unknown).
+    pub source_encoding: String,
+    /// Encoded from pictures, kept as recorded, or transcoded.
+    pub video: VideoOrigin,
     /// Encoded frames, in time order.
     pub frames: Vec<VideoFrame>,
+}
+
+/// One depth frame.
+#[derive(Debug, Clone)]
+pub struct DepthFrame {
+    /// MCAP log time (ns), kept from the landing log.
+    pub log_time: u64,
+    /// MCAP publish time (ns), kept from the landing log.
+    pub publish_time: u64,
+    /// Capture stamp (ns) from the source message header.
+    pub stamp_ns: u64,
+    /// `width * height` values, rows top to bottom.
+    pub data: Vec<u16>,
+}
+
+/// A 16-bit single-channel camera (depth in millimetres, or raw `mono16` counts), stored
+/// losslessly as `foxglove.RawImage` in the chunks of its group (default `cameras`).
+#[derive(Debug, Clone)]
+pub struct DepthStream {
+    /// Topic name.
+    pub topic: String,
+    /// Topic group (default `cameras`).
+    pub group: String,
+    /// Frame of reference.
+    pub frame_id: String,
+    /// Frame width in pixels.
+    pub width: usize,
+    /// Frame height in pixels.
+    pub height: usize,
+    /// What the values mean.
+    pub unit: reel_video::DepthUnit,
+    /// The landing encoding it came from (`16UC1`, `32FC1`, `16UC1; compressedDepth rvl`...).
+    pub source_encoding: String,
+    /// Frames, in time order.
+    pub frames: Vec<DepthFrame>,
+}
+
+impl DepthStream {
+    /// The `foxglove.RawImage` encoding its frames are written with.
+    pub fn encoding(&self) -> &'static str {
+        match self.unit {
+            reel_video::DepthUnit::Millimetres => "16UC1",
+            reel_video::DepthUnit::Raw => "mono16",
+        }
+    }
 }
 
 /// One numeric sample.
@@ -127,6 +177,8 @@ pub struct CanonicalEpisode {
     pub origin_ns: u64,
     /// Cameras.
     pub cameras: Vec<CameraStream>,
+    /// Depth (16-bit single-channel) cameras.
+    pub depths: Vec<DepthStream>,
     /// Numeric streams.
     pub signals: Vec<SignalStream>,
     /// Topics kept as recorded.
@@ -142,6 +194,10 @@ impl CanonicalEpisode {
             .cameras
             .iter()
             .filter_map(|c| c.frames.first().map(|f| f.log_time));
+        let depths = self
+            .depths
+            .iter()
+            .filter_map(|c| c.frames.first().map(|f| f.log_time));
         let sigs = self
             .signals
             .iter()
@@ -150,7 +206,7 @@ impl CanonicalEpisode {
             .recorded
             .iter()
             .filter_map(|r| r.recorded.messages.first().map(|m| m.log_time));
-        cams.chain(sigs).chain(recorded).min()
+        cams.chain(depths).chain(sigs).chain(recorded).min()
     }
 }
 
@@ -191,6 +247,9 @@ pub struct WriteConfig {
     /// Length of a camera chunk window (ns); must match the GOP window the cameras were
     /// encoded with, so every camera's first frame in a window is a keyframe.
     pub camera_window_ns: u64,
+    /// Origin of camera chunk windows (ns), when not the episode's origin: the first
+    /// keyframe of a camera kept as recorded, whose keyframes set the windows.
+    pub camera_origin_ns: Option<u64>,
     /// Length of a chunk window of the other groups (ns).
     pub signal_window_ns: u64,
     /// zstd level.
@@ -202,6 +261,7 @@ impl Default for WriteConfig {
         Self {
             layout: Layout::TopicGroups,
             camera_window_ns: 1_000_000_000,
+            camera_origin_ns: None,
             signal_window_ns: 2_000_000_000,
             zstd_level: 3,
         }
@@ -224,7 +284,8 @@ pub struct StreamGrid {
 }
 
 impl StreamGrid {
-    fn of(times: impl Iterator<Item = u64>) -> Self {
+    /// The grid of messages at `times` (in order).
+    pub fn of(times: impl Iterator<Item = u64>) -> Self {
         let times: Vec<u64> = times.collect();
         let mut gaps: Vec<u64> = times
             .windows(2)
@@ -282,6 +343,10 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
         .map_err(mcap_err)?;
 
     let origin = episode.origin_ns;
+    let camera_windows = CameraWindows {
+        origin_ns: config.camera_origin_ns.unwrap_or(origin),
+        window_ns: config.camera_window_ns,
+    };
     let mut groups: Vec<String> = Vec::new();
     let mut group_index = |name: &str| match groups.iter().position(|g| g == name) {
         Some(i) => i,
@@ -299,13 +364,23 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
             .add_schema(COMPRESSED_VIDEO, "protobuf", &compressed_video_schema())
             .map_err(mcap_err)?;
         for camera in &episode.cameras {
-            let metadata = BTreeMap::from([
+            let mut metadata = BTreeMap::from([
                 (keys::GROUP.to_owned(), camera.group.clone()),
                 (keys::KIND.to_owned(), "camera".to_owned()),
                 (keys::WIDTH.to_owned(), camera.width.to_string()),
                 (keys::HEIGHT.to_owned(), camera.height.to_string()),
                 (keys::CODEC.to_owned(), "h264".to_owned()),
+                (keys::VIDEO.to_owned(), camera.video.as_str().to_owned()),
             ]);
+            if !camera.source_encoding.is_empty() {
+                metadata.insert(
+                    keys::SOURCE_ENCODING.to_owned(),
+                    camera.source_encoding.clone(),
+                );
+            }
+            if let VideoOrigin::Transcoded(reason) = &camera.video {
+                metadata.insert(keys::VIDEO_REASON.to_owned(), reason.clone());
+            }
             let channel = writer
                 .add_channel(schema, &camera.topic, "protobuf", &metadata)
                 .map_err(mcap_err)?;
@@ -320,7 +395,7 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
             );
             let mut last_window = None;
             for frame in &camera.frames {
-                let window = frame.log_time.saturating_sub(origin) / config.camera_window_ns;
+                let window = camera_windows.of(frame.log_time);
                 if last_window != Some(window) && !is_idr(&frame.data) {
                     return Err(Error::InvalidEpisode(format!(
                         "{}: first frame of camera window {window} (log time {}) is not a keyframe; \
@@ -338,6 +413,65 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
                 pending.push(Pending {
                     group,
                     window,
+                    channel,
+                    log_time: frame.log_time,
+                    publish_time: frame.publish_time,
+                    data: message.encode_to_vec(),
+                });
+            }
+        }
+    }
+    if !episode.depths.is_empty() {
+        let schema = writer
+            .add_schema(RAW_IMAGE, "protobuf", &raw_image_schema())
+            .map_err(mcap_err)?;
+        for depth in &episode.depths {
+            let metadata = BTreeMap::from([
+                (keys::GROUP.to_owned(), depth.group.clone()),
+                (keys::KIND.to_owned(), keys::DEPTH_KIND.to_owned()),
+                (keys::WIDTH.to_owned(), depth.width.to_string()),
+                (keys::HEIGHT.to_owned(), depth.height.to_string()),
+                (keys::UNIT.to_owned(), depth.unit.as_str().to_owned()),
+                (
+                    keys::SOURCE_ENCODING.to_owned(),
+                    depth.source_encoding.clone(),
+                ),
+            ]);
+            let channel = writer
+                .add_channel(schema, &depth.topic, "protobuf", &metadata)
+                .map_err(mcap_err)?;
+            let group = group_index(&depth.group);
+            group_topics
+                .entry(depth.group.clone())
+                .or_default()
+                .push(depth.topic.clone());
+            grids.insert(
+                depth.topic.clone(),
+                StreamGrid::of(depth.frames.iter().map(|f| f.log_time)),
+            );
+            for frame in &depth.frames {
+                if frame.data.len() != depth.width * depth.height {
+                    return Err(Error::InvalidEpisode(format!(
+                        "{}: depth frame at {} has {} values for {}x{}",
+                        depth.topic,
+                        frame.log_time,
+                        frame.data.len(),
+                        depth.width,
+                        depth.height
+                    )));
+                }
+                let message = RawImage {
+                    timestamp: Some(Timestamp::from_ns(frame.stamp_ns)),
+                    frame_id: depth.frame_id.clone(),
+                    width: depth.width as u32,
+                    height: depth.height as u32,
+                    encoding: depth.encoding().into(),
+                    step: (depth.width * 2) as u32,
+                    data: frame.data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                };
+                pending.push(Pending {
+                    group,
+                    window: camera_windows.of(frame.log_time),
                     channel,
                     log_time: frame.log_time,
                     publish_time: frame.publish_time,
@@ -444,7 +578,9 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
 
     // Order messages for the layout; a `flush` closes a chunk between buckets.
     let window_start = |p: &Pending| {
-        let is_camera = episode.cameras.iter().any(|c| groups[p.group] == c.group);
+        let group = &groups[p.group];
+        let is_camera = episode.cameras.iter().any(|c| *group == c.group)
+            || episode.depths.iter().any(|d| *group == d.group);
         p.window
             * if is_camera {
                 config.camera_window_ns
@@ -514,6 +650,10 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
             serde_json::to_string(&group_topics).unwrap_or_default(),
         ),
         ("origin_ns".to_owned(), origin.to_string()),
+        (
+            "camera_origin_ns".to_owned(),
+            camera_windows.origin_ns.to_string(),
+        ),
         (
             "camera_window_ns".to_owned(),
             config.camera_window_ns.to_string(),

@@ -37,6 +37,10 @@ fn expected() -> Value {
     serde_json::from_slice(&std::fs::read(recordings().join("expected.json")).unwrap()).unwrap()
 }
 
+fn frames_recorded() -> u64 {
+    expected()["frames"].as_u64().unwrap()
+}
+
 fn read_db3() -> LandingEpisode {
     let store = Store::open(recordings().to_str().unwrap()).unwrap();
     read_landing_object(&store, "split/metadata.yaml", &|_| false)
@@ -65,10 +69,13 @@ fn signal<'a>(episode: &'a LandingEpisode, topic: &str) -> &'a reel_mcap::Landin
         .unwrap_or_else(|| panic!("no signal {topic}: {:?}", episode.other))
 }
 
+/// Frame `frame` of a camera, decoded as the encoders do: every frame before it through
+/// the same decoder (state leaking from one image into the next shows here).
 fn rgb(episode: &LandingEpisode, topic: &str, frame: usize) -> Vec<u8> {
-    let f = &camera(episode, topic).frames[frame];
-    f.encoding
-        .to_rgb(&mut ImageDecoder::new(), &f.data)
+    reel_mcap::CameraFrames::new(camera(episode, topic))
+        .nth(frame)
+        .unwrap()
+        .1
         .unwrap()
         .data
 }
@@ -203,18 +210,66 @@ fn check(episode: &LandingEpisode) {
         battery.fields
     );
 
+    // Depth cameras: every 16-bit path lossless, 32FC1 metres to millimetres by one rule.
+    let depth3 = &exp["depth_frame3"];
+    for topic in DEPTH_TOPICS {
+        let camera = episode
+            .depths
+            .iter()
+            .find(|c| c.topic == topic)
+            .unwrap_or_else(|| panic!("no depth camera {topic}: {:?}", episode.other));
+        assert_eq!(camera.frames.len(), frames, "{topic}");
+        // One decoder for frames 0 to 3, as conversion uses it.
+        let mut decoder = ImageDecoder::new();
+        let image = camera.frames[..4]
+            .iter()
+            .map(|f| f.encoding.to_depth(&mut decoder, &f.data).unwrap())
+            .collect::<Vec<_>>()
+            .pop()
+            .unwrap();
+        assert_eq!((image.width, image.height), (8, 6), "{topic}");
+        let want: Vec<u16> = depth3[topic]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u16)
+            .collect();
+        assert_eq!(image.data, want, "{topic}");
+        let unit = if topic == "/depth/mono16" {
+            reel_video::DepthUnit::Raw
+        } else {
+            reel_video::DepthUnit::Millimetres
+        };
+        assert_eq!(image.unit, unit, "{topic}");
+    }
+
     // Topics nothing reads are kept as recorded, with why.
     let other: Vec<(&str, &str)> = episode
         .other
         .iter()
         .map(|o| (o.topic.as_str(), o.reason.as_str()))
         .collect();
-    assert_eq!(other.len(), 2, "{other:?}");
-    assert_eq!(other[0].0, "/camera/depth");
-    assert!(other[0].1.contains("16UC1"), "{other:?}");
-    assert_eq!(other[1], ("/chatter", "no images or numeric fields"));
-    assert_eq!(episode.other[1].messages.len(), frames);
-    assert_eq!(episode.other[0].schema, "sensor_msgs/msg/Image");
+    assert_eq!(other, [("/chatter", "no images or numeric fields")]);
+    assert_eq!(episode.other[0].messages.len(), frames);
+}
+
+/// The depth topics `write_rosbags.py` records, one per landing depth encoding.
+const DEPTH_TOPICS: [&str; 6] = [
+    "/camera/depth",
+    "/depth/inverse",
+    "/depth/metres",
+    "/depth/mono16",
+    "/depth/png",
+    "/depth/rvl",
+];
+
+fn expected_depth(topic: &str) -> Vec<u16> {
+    expected()["depth_frame3"][topic]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u16)
+        .collect()
 }
 
 #[test]
@@ -247,14 +302,15 @@ fn a_packed_rosbag_keeps_what_reel_does_not_read_and_passes_the_doctor() {
     )
     .unwrap();
     assert_eq!(report.cameras, 7);
+    assert_eq!(report.depth_cameras, DEPTH_TOPICS.len());
     assert_eq!(
         report.recorded_topics.len(),
-        2,
+        1,
         "{:?}",
         report.recorded_topics
     );
-    // /camera/depth (no message read), /camera/rgb and /joint_states (one bad each).
-    assert_eq!(report.problems.len(), 3, "{:?}", report.problems);
+    // /camera/rgb and /joint_states (one bad message each).
+    assert_eq!(report.problems.len(), 2, "{:?}", report.problems);
     let bytes = std::fs::read(&output).unwrap();
     let verdict = doctor(
         MemorySource::new("episode.mcap", bytes.clone()),
@@ -263,9 +319,27 @@ fn a_packed_rosbag_keeps_what_reel_does_not_read_and_passes_the_doctor() {
     .unwrap();
     assert!(verdict.problems.is_empty(), "{:?}", verdict.problems);
     let reader = EpisodeReader::open(MemorySource::new("episode.mcap", bytes)).unwrap();
+    assert_eq!(reader.groups()[keys::OTHER_GROUP], ["/chatter"]);
+    // Depth frames come back from the canonical file exactly as decoded from the landing
+    // messages, in the camera group's chunks.
+    for topic in DEPTH_TOPICS {
+        assert!(
+            reader.groups()["cameras"].iter().any(|t| t == topic),
+            "{topic}"
+        );
+        let window = reader.depth(topic, 0..u64::MAX).unwrap();
+        assert_eq!(window.log_times.len() as u64, frames_recorded(), "{topic}");
+        assert_eq!(window.frame(3), expected_depth(topic), "{topic}");
+        let channel = reader.channel(topic).unwrap();
+        assert_eq!(channel.metadata[keys::KIND], keys::DEPTH_KIND);
+    }
     assert_eq!(
-        reader.groups()[keys::OTHER_GROUP],
-        ["/camera/depth", "/chatter"]
+        reader.channel("/depth/rvl").unwrap().metadata[keys::SOURCE_ENCODING],
+        "16UC1; compressedDepth rvl"
+    );
+    assert_eq!(
+        reader.channel("/depth/mono16").unwrap().metadata[keys::UNIT],
+        "raw"
     );
     let chatter = reader.read_topics(&["/chatter"], 0..u64::MAX).unwrap();
     let landing = read_db3();
@@ -300,9 +374,14 @@ fn a_packed_rosbag_keeps_what_reel_does_not_read_and_passes_the_doctor() {
         "/camera/yuyv",
     ];
     let chatter: Vec<String> = (0..frames).map(|i| format!("hello {i}")).collect();
+    let depth: serde_json::Map<String, Value> = DEPTH_TOPICS
+        .iter()
+        .map(|t| (t.to_string(), serde_json::json!(expected_depth(t))))
+        .collect();
     std::fs::write(
         &expected_json,
-        serde_json::json!({"chatter": chatter, "cameras": cameras}).to_string(),
+        serde_json::json!({"chatter": chatter, "cameras": cameras, "depth_frame3": depth})
+            .to_string(),
     )
     .unwrap();
     let script = concat!(
@@ -429,4 +508,35 @@ fn a_foxglove_sdk_recording_reads_from_its_embedded_descriptors() {
         .find(|p| p.topic == "/fox/broken")
         .unwrap();
     assert_eq!(problem.bad_messages, frames as u64);
+
+    // An odd-sized camera packs (coded one pixel larger) and reads back at its own size.
+    let output = dir.path().join("fox-canonical.mcap");
+    pack(
+        dir.path().join("fox.mcap").to_str().unwrap(),
+        output.to_str().unwrap(),
+        &PackConfig::default(),
+        &Default::default(),
+    )
+    .unwrap();
+    let reader = EpisodeReader::open(MemorySource::new(
+        "fox-canonical.mcap",
+        std::fs::read(&output).unwrap(),
+    ))
+    .unwrap();
+    let channel = reader.channel("/fox/odd").unwrap();
+    assert_eq!(
+        (
+            &channel.metadata[keys::WIDTH],
+            &channel.metadata[keys::HEIGHT]
+        ),
+        (&"33".to_owned(), &"25".to_owned())
+    );
+    let mut decoder = reel_video::H264Decoder::new().unwrap();
+    let frame = reader
+        .frames_at("/fox/odd", &[start + 3 * period], &mut decoder, None)
+        .unwrap()
+        .remove(0);
+    assert_eq!((frame.width, frame.height), (33, 25));
+    let psnr = reel_video::quality::psnr(&bytes_of(&exp["odd_frame3"]), &frame.data);
+    assert!(psnr > 30.0, "odd-sized camera: {psnr:.1} dB");
 }

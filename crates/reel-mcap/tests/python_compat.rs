@@ -1,5 +1,6 @@
 //! Canonical episodes read with independent tools: the Python `mcap` library (all
-//! messages, counts, order, CRCs, MessageIndex entries) and the ffmpeg CLI (H.264).
+//! messages, counts, order, CRCs, MessageIndex entries, depth frames) and the ffmpeg CLI
+//! (H.264).
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
@@ -19,6 +20,7 @@ fn check(flavor: Flavor) {
     let config = SynthConfig {
         seconds: 2.5,
         cameras: 2,
+        depth_cameras: 1,
         width: 96,
         height: 64,
         flavor,
@@ -32,7 +34,11 @@ fn check(flavor: Flavor) {
 
     // Reel's own decode of a few frames, for ffmpeg to agree with.
     let reader = EpisodeReader::open(MemorySource::new("episode.mcap", bytes)).unwrap();
-    let camera = reader.groups()["cameras"][0].clone();
+    let camera = reader.groups()["cameras"]
+        .iter()
+        .find(|t| reader.channel(t).unwrap().metadata[reel_mcap::keys::KIND] == "camera")
+        .unwrap()
+        .clone();
     let messages = reader.read_topics(&[&camera], 0..u64::MAX).unwrap();
     let mut decoder = H264Decoder::new().unwrap();
     let mut frames = serde_json::Map::new();
@@ -50,6 +56,7 @@ fn check(flavor: Flavor) {
         "frames": frames,
         "width": 96,
         "height": 64,
+        "format_version": reel_mcap::FORMAT_VERSION,
     });
     let expected_path = dir.path().join("expected.json");
     std::fs::write(&expected_path, expected.to_string()).unwrap();

@@ -4,8 +4,10 @@
 //! One pass keeps memory at two decoded frames whatever the episode length, and decodes
 //! each JPEG exactly once, so ingest costs little more than the encoder alone.
 
-use reel_mcap::{CameraStream, EncodeConfig, ImageEncoding, LandingCamera, VideoFrame};
-use reel_video::{H264Encoder, ImageDecoder, RgbImage};
+use reel_mcap::{
+    CameraFrames, CameraStream, CameraWindows, EncodeConfig, LandingCamera, VideoFrame, VideoOrigin,
+};
+use reel_video::{H264Encoder, RgbImage};
 
 use crate::resample::CameraGrid;
 use crate::{Error, Result};
@@ -34,14 +36,6 @@ pub struct CameraOutput {
     pub stats: Vec<FrameStat>,
     /// Grid points that showed an earlier frame because the picked one did not decode.
     pub substituted: u64,
-}
-
-fn decode_frame(
-    decoder: &mut ImageDecoder,
-    encoding: &ImageEncoding,
-    data: &[u8],
-) -> Option<RgbImage> {
-    encoding.to_rgb(decoder, data).ok()
 }
 
 /// Luma statistics of a frame: (mean luma, share of pixels with luma below `black_luma`).
@@ -77,15 +71,17 @@ fn mse(a: &[u8], b: &[u8]) -> f32 {
     (sum as f64 / a.len().max(1) as f64) as f32
 }
 
-/// Decodes every frame of `camera`, measures it, and encodes the frames `grid` picks.
-/// `origin_ns` is the episode's grid origin: GOPs start at multiples of `gop` grid
-/// periods from it, so every camera's first frame in a chunk window is a keyframe.
-/// `black_luma` is the luma (0–255) below which a pixel counts as black.
+/// Decodes every frame of `camera`, measures it, and encodes the frames `grid` picks,
+/// forcing a keyframe at the start of each of `windows`, so every camera's first frame in
+/// a chunk window is a keyframe. A camera kept as recorded (`video` is
+/// [`VideoOrigin::Kept`]) is decoded for its measurements only and its recorded stream
+/// is the output. `black_luma` is the luma (0–255) below which a pixel counts as black.
 pub fn encode_camera(
     name: &str,
     camera: &LandingCamera,
     grid: &CameraGrid,
-    origin_ns: u64,
+    windows: CameraWindows,
+    video: VideoOrigin,
     config: &EncodeConfig,
     black_luma: f32,
 ) -> Result<CameraOutput> {
@@ -94,9 +90,8 @@ pub fn encode_camera(
         topic: camera.topic.clone(),
         source,
     };
-    let window_ns = grid.period_ns * config.gop as u64;
     let fps = (1e9 / grid.period_ns as f64).round() as u32;
-    let mut decoder = ImageDecoder::new();
+    let mut pictures = CameraFrames::new(camera);
     let mut encoder: Option<H264Encoder> = None;
     let mut size: Option<(usize, usize)> = None;
     let mut stats: Vec<FrameStat> = Vec::with_capacity(camera.frames.len());
@@ -109,11 +104,13 @@ pub fn encode_camera(
     let mut decode_through =
         |index: usize, stats: &mut Vec<FrameStat>, last_good: &mut Option<(usize, RgbImage)>| {
             while stats.len() <= index {
-                let frame = &camera.frames[stats.len()];
-                let image =
-                    decode_frame(&mut decoder, &frame.encoding, &frame.data).filter(|img| {
-                        *size.get_or_insert((img.width, img.height)) == (img.width, img.height)
-                    });
+                let Some((at, picture)) = pictures.next_frame() else {
+                    break;
+                };
+                let frame = &camera.frames[at];
+                let image = picture.ok().filter(|img| {
+                    *size.get_or_insert((img.width, img.height)) == (img.width, img.height)
+                });
                 let stat = match &image {
                     Some(img) => {
                         let (mean_luma, black_ratio) = luma_stats(&img.data, black_luma);
@@ -142,6 +139,18 @@ pub fn encode_camera(
             }
         };
 
+    if video == VideoOrigin::Kept {
+        if !camera.frames.is_empty() {
+            decode_through(camera.frames.len() - 1, &mut stats, &mut last_good);
+        }
+        let stream = reel_mcap::keep_recorded_video(camera, config.camera_group.clone())
+            .map_err(video_err)?;
+        return Ok(CameraOutput {
+            stream,
+            stats,
+            substituted: 0,
+        });
+    }
     for &(t, index) in &grid.picks {
         decode_through(index, &mut stats, &mut last_good);
         let Some((shown, image)) = &last_good else {
@@ -157,7 +166,7 @@ pub fn encode_camera(
                     .map_err(video_err)?,
             ),
         };
-        let window = (t - origin_ns) / window_ns;
+        let window = windows.of(t);
         let out = if last_window != Some(window) {
             encoder.push_keyframe(image)
         } else {
@@ -194,6 +203,12 @@ pub fn encode_camera(
             frame_id: camera.frame_id.clone(),
             width,
             height,
+            source_encoding: camera
+                .frames
+                .first()
+                .map(|f| f.encoding.name())
+                .unwrap_or_default(),
+            video,
             frames,
         },
         stats,

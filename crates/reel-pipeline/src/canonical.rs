@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 use reel_mcap::{
-    CameraStream, CanonicalEpisode, RecordedStream, SignalKind, SignalStream, StreamProblem,
-    WriteConfig,
+    CameraStream, CameraWindows, CanonicalEpisode, ConvertedDepth, DepthStream, RecordedStream,
+    SignalKind, SignalStream, StreamProblem, WriteConfig,
 };
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +35,7 @@ pub struct Provenance {
 pub struct StreamStats {
     /// Topic.
     pub topic: String,
-    /// `camera`, `state`, `action`, `pose` or `signal`.
+    /// `camera`, `depth`, `state`, `action`, `pose` or `signal`.
     pub kind: String,
     /// Grid rate, Hz.
     pub grid_hz: f64,
@@ -70,6 +70,15 @@ pub struct EpisodeSummary {
     pub start_ns: u64,
     /// Last log time of the canonical episode, ns.
     pub end_ns: u64,
+    /// Start of the span in which every camera, depth camera, state, action and pose
+    /// stream has data, ns: the warehouse's and the manifest's time range, so sampling
+    /// anchors keep to where the streams a spec reads have data. 0 in summaries written
+    /// before it existed ([`EpisodeSummary::covered`] then gives `start_ns..end_ns`).
+    #[serde(default)]
+    pub covered_start_ns: u64,
+    /// End of that span, ns.
+    #[serde(default)]
+    pub covered_end_ns: u64,
     /// Cameras.
     pub cameras: u32,
     /// Grid frames per camera (the fewest of any camera).
@@ -99,14 +108,25 @@ pub struct EpisodeSummary {
 }
 
 impl EpisodeSummary {
+    /// The span every camera, depth camera, state, action and pose stream covers
+    /// (`start_ns..end_ns` for summaries written before it was recorded).
+    pub fn covered(&self) -> (u64, u64) {
+        if self.covered_end_ns == 0 {
+            (self.start_ns, self.end_ns)
+        } else {
+            (self.covered_start_ns, self.covered_end_ns)
+        }
+    }
+
     /// The episode as a manifest row, for building a manifest straight from ingest
     /// results without a warehouse query.
     pub fn manifest_row(&self) -> reel_manifest::ManifestRow<'_> {
+        let (start, end) = self.covered();
         reel_manifest::ManifestRow {
             episode_id: &self.episode_id,
             uri: &self.canonical_key,
-            start_ns: self.start_ns as i64,
-            end_ns: self.end_ns as i64,
+            start_ns: start as i64,
+            end_ns: end as i64,
             bytes: self.bytes,
             camera_frames: self.camera_frames,
             state_steps: self.state_steps,
@@ -179,22 +199,44 @@ fn process_landing(
     let resampled = resample(&landing.episode, &config.resample);
     let derived = derive_signals(&resampled.signals, &config.encode.signal_group);
     let black_luma = config.qc.black_luma();
+    // A camera kept as recorded sets the chunk windows with its keyframes; otherwise they
+    // are `gop` periods of the first camera's grid from the grid origin.
+    let (kept_windows, origins) = reel_mcap::plan_recorded_videos(&landing.episode.cameras);
+    let windows = kept_windows.unwrap_or(CameraWindows {
+        origin_ns: resampled.origin_ns,
+        window_ns: resampled
+            .cameras
+            .first()
+            .map_or(33_333_333, |c| c.period_ns)
+            * u64::from(config.encode.gop),
+    });
     let cameras: Vec<CameraOutput> = landing
         .episode
         .cameras
         .par_iter()
         .zip(&resampled.cameras)
-        .map(|(camera, grid)| {
+        .zip(origins)
+        .map(|((camera, grid), video)| {
             encode_camera(
                 name,
                 camera,
                 grid,
-                resampled.origin_ns,
+                windows,
+                video,
                 &config.encode,
                 black_luma,
             )
         })
         .collect::<Result<_>>()?;
+    // Depth frames are kept as recorded, not resampled: lossless values, no grid to fill.
+    let depths: Vec<ConvertedDepth> = landing
+        .episode
+        .depths
+        .par_iter()
+        .map(|camera| {
+            reel_mcap::convert_depth(name, camera, config.encode.camera_group.clone(), true)
+        })
+        .collect::<std::result::Result<_, _>>()?;
     let stats: Vec<CameraStats<'_>> = cameras
         .iter()
         .map(|c| CameraStats {
@@ -203,9 +245,20 @@ fn process_landing(
         })
         .collect();
     let qc = quality_check(&landing.episode, &stats, &config.resample, &config.qc);
-    let summary = summarize(&landing, &resampled, &cameras, qc, config, config_digest);
+    let summary = summarize(
+        &landing,
+        &resampled,
+        &cameras,
+        &depths,
+        qc,
+        config,
+        config_digest,
+    );
     let streams: Vec<CameraStream> = cameras.into_iter().map(|c| c.stream).collect();
-    let bytes = write_canonical(&landing, &resampled, streams, derived, &summary, config)?;
+    let depths = depths.into_iter().map(|d| d.stream).collect();
+    let bytes = write_canonical(
+        &landing, &resampled, streams, depths, derived, &summary, windows, config,
+    )?;
     Ok(ProcessedEpisode {
         summary: EpisodeSummary {
             bytes: bytes.len() as u64,
@@ -219,12 +272,15 @@ fn summarize(
     landing: &Landing,
     resampled: &Resampled,
     cameras: &[CameraOutput],
+    depths: &[ConvertedDepth],
     qc: QcReport,
     config: &PipelineConfig,
     config_digest: String,
 ) -> EpisodeSummary {
     let mut streams = Vec::new();
     let mut first_last: Vec<(u64, u64)> = Vec::new();
+    // Spans of the streams samples are made of: cameras, depth, state, action, poses.
+    let mut covering: Vec<(u64, u64)> = Vec::new();
     for ((camera, grid), landing_camera) in cameras
         .iter()
         .zip(&resampled.cameras)
@@ -233,6 +289,7 @@ fn summarize(
         let frames = &camera.stream.frames;
         if let (Some(a), Some(b)) = (frames.first(), frames.last()) {
             first_last.push((a.log_time, b.log_time));
+            covering.push((a.log_time, b.log_time));
         }
         streams.push(StreamStats {
             topic: camera.stream.topic.clone(),
@@ -246,9 +303,36 @@ fn summarize(
             gaps: grid.gaps.len() as u64,
         });
     }
+    for depth in depths {
+        let frames = &depth.stream.frames;
+        if let (Some(a), Some(b)) = (frames.first(), frames.last()) {
+            first_last.push((a.log_time, b.log_time));
+            covering.push((a.log_time, b.log_time));
+        }
+        let grid = reel_mcap::StreamGrid::of(frames.iter().map(|f| f.log_time));
+        streams.push(StreamStats {
+            topic: depth.stream.topic.clone(),
+            kind: reel_mcap::keys::DEPTH_KIND.into(),
+            grid_hz: if grid.median_period_ns > 0 {
+                1e9 / grid.median_period_ns as f64
+            } else {
+                0.0
+            },
+            landing_messages: frames.len() as u64 + depth.bad_frames,
+            grid_points: frames.len() as u64,
+            steps: frames.len() as u64,
+            duplicated: 0,
+            dropped: depth.bad_frames,
+            gaps: 0,
+        });
+    }
     for (signal, landing_signal) in resampled.signals.iter().zip(&landing.episode.signals) {
         if let (Some(a), Some(b)) = (signal.samples.first(), signal.samples.last()) {
             first_last.push((a.log_time, b.log_time));
+            // One-message streams (a latched transform) hold for the whole episode.
+            if signal.kind != SignalKind::Signal && b.log_time > a.log_time {
+                covering.push((a.log_time, b.log_time));
+            }
         }
         streams.push(StreamStats {
             topic: signal.topic.clone(),
@@ -273,6 +357,16 @@ fn summarize(
     let first = |v: Vec<u32>| v.first().copied().unwrap_or(0);
     let fewest = |v: Vec<u32>| v.into_iter().min().unwrap_or(0);
     let episode_id = landing.info.episode_id.clone();
+    let start_ns = first_last.iter().map(|s| s.0).min().unwrap_or(0);
+    let end_ns = first_last.iter().map(|s| s.1).max().unwrap_or(0);
+    let covered_start_ns = covering.iter().map(|s| s.0).max().unwrap_or(start_ns);
+    // Streams that never overlap leave an empty span: no sample has all of them.
+    let covered_end_ns = covering
+        .iter()
+        .map(|s| s.1)
+        .min()
+        .unwrap_or(end_ns)
+        .max(covered_start_ns);
     EpisodeSummary {
         canonical_key: canonical_key(&episode_id),
         episode_id,
@@ -284,8 +378,10 @@ fn summarize(
             robot_software_version: landing.info.robot_software_version.clone(),
             config_digest,
         },
-        start_ns: first_last.iter().map(|s| s.0).min().unwrap_or(0),
-        end_ns: first_last.iter().map(|s| s.1).max().unwrap_or(0),
+        start_ns,
+        end_ns,
+        covered_start_ns,
+        covered_end_ns,
         cameras: cameras.len() as u32,
         camera_frames: fewest(
             cameras
@@ -312,14 +408,17 @@ fn summarize(
 }
 
 /// Writes the canonical MCAP of a processed episode through `reel-mcap`: resampled
-/// cameras (H.264) in the camera group, resampled and derived signals in the signal group,
-/// and the landing `episode` record stamped with provenance and the summary.
+/// cameras (H.264, or kept as recorded) and depth cameras as recorded in the camera group,
+/// chunked by `windows`, resampled and derived signals in the signal group, and the landing `episode` record stamped with provenance and the summary.
+#[allow(clippy::too_many_arguments)]
 pub fn write_canonical(
     landing: &Landing,
     resampled: &Resampled,
     cameras: Vec<CameraStream>,
+    depths: Vec<DepthStream>,
     derived: Vec<SignalStream>,
     summary: &EpisodeSummary,
+    windows: CameraWindows,
     config: &PipelineConfig,
 ) -> Result<Vec<u8>> {
     let group = &config.encode.signal_group;
@@ -362,11 +461,6 @@ pub fn write_canonical(
             source,
         })?,
     );
-    let camera_period = resampled
-        .cameras
-        .first()
-        .map(|c| c.period_ns)
-        .unwrap_or(33_333_333);
     let recorded = landing
         .episode
         .other
@@ -379,12 +473,14 @@ pub fn write_canonical(
     let canonical = CanonicalEpisode {
         origin_ns: resampled.origin_ns,
         cameras,
+        depths,
         signals,
         recorded,
         episode,
     };
     let write = WriteConfig {
-        camera_window_ns: camera_period * config.encode.gop as u64,
+        camera_window_ns: windows.window_ns,
+        camera_origin_ns: Some(windows.origin_ns),
         signal_window_ns: config.encode.signal_window_ns(),
         ..WriteConfig::default()
     };

@@ -8,6 +8,8 @@ use crate::{Error, Result};
 /// The warehouse row of a summary, ingested at `ingested_at_ns`.
 pub fn row_of(summary: &EpisodeSummary, ingested_at_ns: i64) -> WarehouseRow<'_> {
     let info = &summary.info;
+    // The time range curation builds manifests from: where every sampled stream has data.
+    let (start_ns, end_ns) = summary.covered();
     WarehouseRow {
         episode_id: &summary.episode_id,
         pipeline_version: &summary.provenance.pipeline_version,
@@ -17,8 +19,8 @@ pub fn row_of(summary: &EpisodeSummary, ingested_at_ns: i64) -> WarehouseRow<'_>
         operator: &info.operator,
         success: info.success,
         recorded_at_ns: info.recorded_at_ns,
-        start_ns: summary.start_ns as i64,
-        end_ns: summary.end_ns as i64,
+        start_ns: start_ns as i64,
+        end_ns: end_ns as i64,
         cameras: summary.cameras,
         camera_frames: summary.camera_frames,
         state_steps: summary.state_steps,

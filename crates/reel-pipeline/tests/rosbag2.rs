@@ -87,11 +87,24 @@ fn rosbag2_folders_are_planned_and_ingested_beside_mcap_files() {
     // could not read kept as recorded and its bad messages in the QC report.
     let source = store.source("canonical/split.mcap");
     let reader = EpisodeReader::open(&source as &dyn ByteSource).expect("canonical");
-    assert_eq!(
-        reader.groups()[keys::OTHER_GROUP],
-        ["/camera/depth", "/chatter"]
-    );
+    assert_eq!(reader.groups()[keys::OTHER_GROUP], ["/chatter"]);
     assert!(reader.groups()["cameras"].contains(&"/camera/bayer".to_owned()));
+    // Depth cameras are ingested losslessly, as recorded.
+    for topic in ["/camera/depth", "/depth/rvl", "/depth/metres"] {
+        assert_eq!(
+            reader.channel(topic).expect("depth").metadata[keys::KIND],
+            keys::DEPTH_KIND
+        );
+        assert_eq!(
+            reader
+                .depth(topic, 0..u64::MAX)
+                .expect("depth")
+                .log_times
+                .len(),
+            10,
+            "{topic}"
+        );
+    }
     let summary: serde_json::Value =
         serde_json::from_str(&reader.metadata()["episode"]["reel.summary"]).expect("summary");
     let findings = summary["qc"]["findings"].as_array().expect("findings");
@@ -100,11 +113,7 @@ fn rosbag2_folders_are_planned_and_ingested_beside_mcap_files() {
         .filter(|f| f["kind"] == "undecoded_messages")
         .map(|f| f["topic"].as_str().expect("topic"))
         .collect();
-    assert_eq!(
-        undecoded,
-        ["/camera/depth", "/camera/rgb", "/joint_states"],
-        "{findings:?}"
-    );
+    assert_eq!(undecoded, ["/camera/rgb", "/joint_states"], "{findings:?}");
     assert_eq!(
         summary["recorded_topics"]["/chatter"],
         "no images or numeric fields"

@@ -50,6 +50,7 @@ fn view<'py>(py: Python<'py>, tensor: Tensor) -> PyResult<Bound<'py, PyAny>> {
     let owner = Bound::new(py, TensorBuffer { data })?;
     let array = match &owner.get().data {
         TensorData::U8(v) => borrow(&shape, v, &owner)?,
+        TensorData::U16(v) => borrow(&shape, v, &owner)?,
         TensorData::F32(v) => borrow(&shape, v, &owner)?,
         TensorData::I64(v) => borrow(&shape, v, &owner)?,
     };

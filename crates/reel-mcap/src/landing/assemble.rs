@@ -274,7 +274,11 @@ impl<'a> Assembler<'a> {
         }
         for (_, mut camera) in self.cameras {
             camera.frames.sort_by_key(|f| f.log_time);
-            episode.cameras.push(camera);
+            if camera.frames.first().is_some_and(|f| f.encoding.is_depth()) {
+                episode.depths.push(camera);
+            } else {
+                episode.cameras.push(camera);
+            }
         }
         for (_, mut signal) in self.signals {
             signal.samples.sort_by_key(|s| s.log_time);
@@ -289,11 +293,14 @@ impl<'a> Assembler<'a> {
 fn image_encoding(image: &interpret::Image) -> Result<ImageEncoding, String> {
     match image.geometry {
         None => {
+            if let Some(codec) = reel_video::VideoCodec::from_name(&image.format) {
+                return Ok(ImageEncoding::Video { codec });
+            }
+            if let Some((layout, codec)) = reel_video::compressed_depth_format(&image.format) {
+                return Ok(ImageEncoding::CompressedDepth { layout, codec });
+            }
             if image.format.contains("compressedDepth") {
-                return Err(format!(
-                    "`{}`: 16-bit depth images are not stored in canonical episodes yet",
-                    image.format
-                ));
+                return Err(format!("unsupported depth format `{}`", image.format));
             }
             let by_bytes = reel_video::ImageFormat::sniff(&image.data);
             let by_name = reel_video::ImageFormat::from_name(&image.format);
@@ -304,12 +311,19 @@ fn image_encoding(image: &interpret::Image) -> Result<ImageEncoding, String> {
             }
         }
         Some((width, height, step)) => {
-            let layout = reel_video::PixelLayout::from_name(&image.format).ok_or_else(|| {
-                format!(
-                    "raw image encoding `{}` is not stored yet (16-bit and float images are depth)",
-                    image.format
-                )
-            })?;
+            if let Some(layout) = reel_video::DepthLayout::from_name(&image.format) {
+                reel_video::check_depth(layout, width, height, step, image.data.len())
+                    .map_err(|e| e.to_string())?;
+                return Ok(ImageEncoding::RawDepth {
+                    layout,
+                    width,
+                    height,
+                    step,
+                    big_endian: image.big_endian,
+                });
+            }
+            let layout = reel_video::PixelLayout::from_name(&image.format)
+                .ok_or_else(|| format!("unsupported raw image encoding `{}`", image.format))?;
             reel_video::check_raw(layout, width, height, step, image.data.len())
                 .map_err(|e| e.to_string())?;
             Ok(ImageEncoding::Raw {
@@ -340,6 +354,15 @@ fn read_message(
             Ok(e) => e,
             Err(reason) => return Outcome::Bad(reason),
         };
+        if let Some(first) = cameras.get(&info.topic).and_then(|c| c.frames.first())
+            && first.encoding.class() != encoding.class()
+        {
+            return Outcome::Bad(format!(
+                "a {} in a camera of {}s",
+                encoding.class().describe(),
+                first.encoding.class().describe()
+            ));
+        }
         let camera = cameras
             .entry(info.topic.clone())
             .or_insert_with(|| LandingCamera {

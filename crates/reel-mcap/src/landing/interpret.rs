@@ -7,7 +7,8 @@ use crate::writer::SignalKind;
 /// How a topic's messages are read, chosen from its message type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Interpretation {
-    /// `sensor_msgs/CompressedImage`, `foxglove.CompressedImage`: `format` + `data`.
+    /// `sensor_msgs/CompressedImage`, `foxglove.CompressedImage`, `foxglove.CompressedVideo`:
+    /// `format` + `data`.
     CompressedImage,
     /// `sensor_msgs/Image`, `foxglove.RawImage`: `width`, `height`, `encoding`, `step`, `data`.
     RawImage,
@@ -61,7 +62,12 @@ impl Interpretation {
     /// Foxglove (`foxglove.Type`). `None` when the type says nothing; the fields decide.
     pub(crate) fn of_type(normalized: &str) -> Option<Self> {
         Some(match normalized {
-            "sensor_msgs/CompressedImage" | "foxglove.CompressedImage" => Self::CompressedImage,
+            // A recorded video's messages carry the same fields as a compressed image:
+            // `format` (h264, h265) says which it is.
+            "sensor_msgs/CompressedImage"
+            | "foxglove.CompressedImage"
+            | "foxglove.CompressedVideo"
+            | "foxglove_msgs/CompressedVideo" => Self::CompressedImage,
             "sensor_msgs/Image" | "foxglove.RawImage" => Self::RawImage,
             "sensor_msgs/JointState" => Self::JointState,
             "foxglove.JointStates" => Self::JointList,
@@ -131,6 +137,8 @@ pub(crate) struct Image {
     pub format: String,
     /// Raw images: width, height, step.
     pub geometry: Option<(usize, usize, usize)>,
+    /// Raw images: `is_bigendian` (Foxglove raw images are little-endian).
+    pub big_endian: bool,
     pub data: Vec<u8>,
 }
 
@@ -200,6 +208,7 @@ pub(crate) fn image(kind: Interpretation, mut fields: Fields) -> Result<Image, S
                 .unwrap_or_default()
                 .to_owned(),
             geometry: None,
+            big_endian: false,
             data,
         }),
         _ => {
@@ -215,6 +224,10 @@ pub(crate) fn image(kind: Interpretation, mut fields: Fields) -> Result<Image, S
                     .unwrap_or_default()
                     .to_owned(),
                 geometry: Some((width, height, step)),
+                big_endian: fields
+                    .get("is_bigendian")
+                    .and_then(Value::as_u64)
+                    .is_some_and(|b| b != 0),
                 data,
             })
         }

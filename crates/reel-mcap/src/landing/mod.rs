@@ -42,9 +42,97 @@ pub enum ImageEncoding {
         /// Bytes per row.
         step: usize,
     },
+    /// Uncompressed single-channel 16- or 32-bit pixels (`16UC1`, `mono16`, `32FC1`).
+    RawDepth {
+        /// How the values are stored.
+        layout: reel_video::DepthLayout,
+        /// Width in pixels.
+        width: usize,
+        /// Height in pixels.
+        height: usize,
+        /// Bytes per row.
+        step: usize,
+        /// Whether the values are big-endian (`sensor_msgs/Image.is_bigendian`).
+        big_endian: bool,
+    },
+    /// `compressedDepth` (`compressed_depth_image_transport`): PNG or RVL after a header.
+    CompressedDepth {
+        /// The source image's layout (`16UC1` or `32FC1` inverse depth).
+        layout: reel_video::DepthLayout,
+        /// PNG or RVL.
+        codec: reel_video::DepthCodec,
+    },
+    /// One access unit of recorded video (`foxglove.CompressedVideo`): it decodes only in
+    /// sequence with the stream's other units ([`crate::CameraFrames`]).
+    Video {
+        /// H.264 or H.265.
+        codec: reel_video::VideoCodec,
+    },
+}
+
+/// What a camera's frames are: the encodings of one topic must all be of one class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameClass {
+    /// Colour or grey pictures, each decoding on its own.
+    Picture,
+    /// 16-bit single-channel images.
+    Depth,
+    /// Recorded video.
+    Video,
+}
+
+impl FrameClass {
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Self::Picture => "colour image",
+            Self::Depth => "depth image",
+            Self::Video => "video frame",
+        }
+    }
 }
 
 impl ImageEncoding {
+    /// Whether frames of this encoding are 16-bit single-channel (depth, `mono16`), stored
+    /// losslessly rather than as H.264.
+    pub fn is_depth(&self) -> bool {
+        self.class() == FrameClass::Depth
+    }
+
+    /// The class of frames of this encoding.
+    pub fn class(&self) -> FrameClass {
+        match self {
+            Self::RawDepth { .. } | Self::CompressedDepth { .. } => FrameClass::Depth,
+            Self::Video { .. } => FrameClass::Video,
+            Self::Jpeg | Self::Png | Self::Raw { .. } => FrameClass::Picture,
+        }
+    }
+
+    /// The encoding's name as landing logs write it (`jpeg`, `rgb8`, `32FC1`,
+    /// `16UC1; compressedDepth rvl`...).
+    pub fn name(&self) -> String {
+        use reel_video::{DepthCodec, DepthLayout};
+        let depth = |layout| match layout {
+            DepthLayout::Millimetres16 => "16UC1",
+            DepthLayout::Mono16 => "mono16",
+            DepthLayout::Metres32 => "32FC1",
+        };
+        match self {
+            Self::Jpeg => "jpeg".into(),
+            Self::Png => "png".into(),
+            Self::Raw { layout, .. } => format!("{layout:?}").to_ascii_lowercase(),
+            Self::RawDepth { layout, .. } => depth(*layout).into(),
+            Self::CompressedDepth { layout, codec } => format!(
+                "{}; compressedDepth {}",
+                depth(*layout),
+                match codec {
+                    DepthCodec::Png => "png",
+                    DepthCodec::Rvl => "rvl",
+                }
+            ),
+            Self::Video { codec } => codec.name().into(),
+        }
+    }
+
     /// Decodes a landing frame of this encoding to RGB.
     pub fn to_rgb(
         &self,
@@ -60,6 +148,36 @@ impl ImageEncoding {
                 height,
                 step,
             } => reel_video::raw_to_rgb(layout, width, height, step, data),
+            Self::RawDepth { .. } | Self::CompressedDepth { .. } => Err(
+                reel_video::Error::InvalidInput("a depth frame in a colour camera".into()),
+            ),
+            Self::Video { .. } => Err(reel_video::Error::InvalidInput(
+                "a recorded video frame decodes only in sequence with its stream".into(),
+            )),
+        }
+    }
+
+    /// Decodes a landing frame of this encoding to 16-bit values (depth in millimetres,
+    /// `mono16` counts), losslessly but for `32FC1`'s rounding to millimetres.
+    pub fn to_depth(
+        &self,
+        decoder: &mut reel_video::ImageDecoder,
+        data: &[u8],
+    ) -> reel_video::Result<reel_video::DepthImage> {
+        match *self {
+            Self::RawDepth {
+                layout,
+                width,
+                height,
+                step,
+                big_endian,
+            } => reel_video::raw_to_depth(layout, width, height, step, big_endian, data),
+            Self::CompressedDepth { layout, codec } => {
+                reel_video::decode_compressed_depth(layout, codec, data, decoder)
+            }
+            Self::Jpeg | Self::Png | Self::Raw { .. } | Self::Video { .. } => Err(
+                reel_video::Error::InvalidInput("a colour frame in a depth camera".into()),
+            ),
         }
     }
 }
@@ -158,8 +276,10 @@ pub struct StreamProblem {
 /// A landing episode, parsed.
 #[derive(Debug, Clone, Default)]
 pub struct LandingEpisode {
-    /// Camera topics.
+    /// Colour camera topics.
     pub cameras: Vec<LandingCamera>,
+    /// Depth and other 16-bit single-channel camera topics.
+    pub depths: Vec<LandingCamera>,
     /// Numeric streams.
     pub signals: Vec<LandingSignal>,
     /// Topics kept as recorded: nothing reads them, or none of their messages decoded.

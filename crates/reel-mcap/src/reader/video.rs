@@ -17,7 +17,7 @@ use super::plan::{self, FrameFetch, GopPlan, GopSpan, Keyframe, Units};
 use super::{EpisodeReader, Index, RawMessage};
 use crate::proto::CompressedVideo;
 use crate::writer::is_idr;
-use crate::{Error, Result};
+use crate::{Error, Result, keys};
 
 /// One H.264 access unit of a camera, unwrapped from its message once when fetched.
 #[derive(Debug, Clone)]
@@ -64,7 +64,16 @@ impl DecodedGop {
     }
 
     fn picture_index(&self, t: u64) -> Option<usize> {
-        if t < self.start_ns || t >= self.end_ns {
+        if t >= self.end_ns {
+            return None;
+        }
+        self.latest_index(t)
+    }
+
+    /// The picture of the latest decoded frame at or before `t`, whatever span this GOP is
+    /// known to cover.
+    fn latest_index(&self, t: u64) -> Option<usize> {
+        if t < self.start_ns {
             return None;
         }
         let i = self.times.partition_point(|k| *k <= t);
@@ -80,6 +89,21 @@ impl DecodedGop {
         decoder: &mut H264Decoder,
     ) -> std::result::Result<Option<(u64, &RgbImage)>, reel_video::Error> {
         match self.picture_index(t) {
+            Some(i) => self.rgb(i, decoder).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The latest frame at or before `t` as RGB, with its log time, if its picture was kept,
+    /// even past [`end_ns`](Self::end_ns): for a caller whose own plan found `t` shown by
+    /// this GOP (a GOP decoded for another request knows its span only up to that
+    /// request's times, so [`rgb_at`](Self::rgb_at) cannot tell).
+    pub fn rgb_latest_at(
+        &self,
+        t: u64,
+        decoder: &mut H264Decoder,
+    ) -> std::result::Result<Option<(u64, &RgbImage)>, reel_video::Error> {
+        match self.latest_index(t) {
             Some(i) => self.rgb(i, decoder).map(Some),
             None => Ok(None),
         }
@@ -232,9 +256,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             .filter(|(_, k)| gop.shown.as_ref().is_none_or(|s| s.contains(k)))
             .map(|(i, _)| i)
             .collect();
-        let pictures = decoder
-            .decode_pictures(&refs, &wanted)
-            .map_err(|source| self.video_error(&gop.topic, source))?;
+        let pictures = self.decode_cropped(&gop.topic, decoder, &refs, &wanted)?;
         self.frames_decoded
             .fetch_add(refs.len() as u64, Ordering::Relaxed);
         Ok(DecodedGop {
@@ -283,8 +305,11 @@ impl<S: ByteSource> EpisodeReader<S> {
                     slots.push(slot);
                     wanted.push(unit);
                 }
-                let decoded = decoder
-                    .decode_run(&gop.unit_refs(), &wanted, size)
+                let decoded = self
+                    .decode_cropped(topic, decoder, &gop.unit_refs(), &wanted)?
+                    .iter()
+                    .map(|picture| decoder.to_rgb(picture, size))
+                    .collect::<std::result::Result<Vec<_>, _>>()
                     .map_err(|source| self.video_error(topic, source))?;
                 self.frames_decoded
                     .fetch_add(gop.units.len() as u64, Ordering::Relaxed);
@@ -381,6 +406,38 @@ impl<S: ByteSource> EpisodeReader<S> {
             keyframe: is_idr(&data),
             data,
         })
+    }
+
+    /// Decodes a run of units, each picture cropped to the camera's size (`reel.width` x
+    /// `reel.height`) where it was coded larger (odd sizes are coded one pixel larger).
+    fn decode_cropped(
+        &self,
+        topic: &str,
+        decoder: &mut H264Decoder,
+        units: &[&[u8]],
+        wanted: &[usize],
+    ) -> Result<Vec<Picture>> {
+        let mut pictures = decoder
+            .decode_pictures(units, wanted)
+            .map_err(|source| self.video_error(topic, source))?;
+        let channel = self.channel(topic)?;
+        let size = |key: &str| {
+            channel
+                .metadata
+                .get(key)
+                .and_then(|v| v.parse::<usize>().ok())
+        };
+        if let (Some(width), Some(height)) = (size(keys::WIDTH), size(keys::HEIGHT)) {
+            for picture in &mut pictures {
+                let coded = (picture.width(), picture.height());
+                if coded != (width, height) && coded == reel_video::coded_size(width, height) {
+                    picture
+                        .crop(width, height)
+                        .map_err(|source| self.video_error(topic, source))?;
+                }
+            }
+        }
+        Ok(pictures)
     }
 
     fn video_error(&self, topic: &str, source: reel_video::Error) -> Error {

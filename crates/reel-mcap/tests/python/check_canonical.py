@@ -4,7 +4,7 @@ ffmpeg CLI.
 usage: check_canonical.py EPISODE.mcap EXPECTED.json
 
 EXPECTED.json: {"counts": {topic: n}, "camera": topic, "frames": {index: "frame.rgb"},
-"width": w, "height": h}. Prints one JSON line of findings; exits non-zero on failure.
+"width": w, "height": h, "format_version": v}. Prints one JSON line of findings; exits non-zero on failure.
 """
 
 import json
@@ -31,7 +31,7 @@ def main():
     expected = json.load(open(expected_path))
 
     # 1. All messages through the indexed reader, in log-time order, decoded as protobuf.
-    counts, last, decoded = {}, -1, 0
+    counts, last, decoded, depth_frames = {}, -1, 0, 0
     with open(path, "rb") as f:
         reader = make_reader(f, decoder_factories=[DecoderFactory()])
         summary = reader.get_summary()
@@ -42,6 +42,10 @@ def main():
             last = message.log_time
             if schema.name == "foxglove.CompressedVideo" and proto.format != "h264":
                 fail(f"{channel.topic}: format {proto.format!r}")
+            if schema.name == "foxglove.RawImage":
+                if proto.encoding != "16UC1" or len(proto.data) != proto.step * proto.height or proto.step != 2 * proto.width:
+                    fail(f"{channel.topic}: depth frame {proto.width}x{proto.height} {proto.encoding} step {proto.step}")
+                depth_frames += 1
             if schema.name == "reel.FloatArray":
                 fields = channel.metadata["reel.fields"].split(",")
                 if len(proto.values) != len(fields):
@@ -52,7 +56,7 @@ def main():
         fail(f"counts differ: {counts} vs {expected['counts']}")
     if summary.statistics.message_count != sum(counts.values()):
         fail("statistics message count differs")
-    if "episode" not in metadata or metadata["episode"].get("reel.format_version") != "2":
+    if "episode" not in metadata or metadata["episode"].get("reel.format_version") != expected["format_version"]:
         fail(f"episode metadata missing: {list(metadata)}")
 
     # 2. Every chunk's CRC, and every MessageIndex entry points at a message with that log time.
@@ -128,7 +132,9 @@ def main():
         worst = min(worst, scores[i])
         if scores[i] < 30 or max(scores, key=scores.get) != i:
             fail(f"frame {i}: ffmpeg and Reel disagree ({scores})")
-    print(json.dumps({"ok": True, "messages": decoded, "chunks": chunks, "index_entries": indexed,
+    if depth_frames == 0:
+        fail("no depth frame read")
+    print(json.dumps({"ok": True, "messages": decoded, "depth_frames": depth_frames, "chunks": chunks, "index_entries": indexed,
                       "ffmpeg_frames": len(units), "worst_psnr_vs_ffmpeg": round(worst, 2)}))
 
 

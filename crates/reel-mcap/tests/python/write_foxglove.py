@@ -42,11 +42,21 @@ def rgb_frame(i):
     return np.stack([(x * 40 + i) % 256, (y * 60) % 256, np.full_like(x, 100 + i)], axis=-1).astype(np.uint8)
 
 
+ODD_W, ODD_H = 33, 25
+
+
+def odd_frame(i):
+    """A picture of odd width and height: H.264 4:2:0 codes only even sizes."""
+    y, x = np.mgrid[0:ODD_H, 0:ODD_W]
+    return np.stack([(x * 7 + i) % 256, (y * 9) % 256, np.full_like(x, 90)], axis=-1).astype(np.uint8)
+
+
 def main():
     out, expected_path = sys.argv[1], sys.argv[2]
     with foxglove.open_mcap(out, allow_overwrite=True):
         raw = RawImageChannel("/fox/raw")
         uyvy = RawImageChannel("/fox/uyvy")
+        odd = RawImageChannel("/fox/odd")
         jpeg = CompressedImageChannel("/fox/jpeg")
         tf = FrameTransformsChannel("/fox/tf")
         pose = PoseInFrameChannel("/fox/pose")
@@ -66,6 +76,8 @@ def main():
             raw.log(RawImage(timestamp=ts, frame_id="cam", width=W, height=H, encoding="rgb8", step=step, data=data), log_time=t)
             uyvy.log(RawImage(timestamp=ts, frame_id="cam", width=W, height=H, encoding="uyvy", step=W * 2,
                               data=bytes([128, 126] * (W * H))), log_time=t)
+            odd.log(RawImage(timestamp=ts, frame_id="cam", width=ODD_W, height=ODD_H, encoding="rgb8",
+                             step=ODD_W * 3, data=odd_frame(i).tobytes()), log_time=t)
             buf = io.BytesIO()
             PilImage.fromarray(rgb).save(buf, format="JPEG", quality=95, subsampling=0)
             jpeg.log(CompressedImage(timestamp=ts, frame_id="cam", data=buf.getvalue(), format="jpeg"), log_time=t)
@@ -86,7 +98,8 @@ def main():
             broken.log(b"\x08\x01", log_time=t)
     with open(expected_path, "w") as f:
         json.dump({"frames": FRAMES, "start_ns": START, "period_ns": PERIOD,
-                   "rgb_frame3": rgb_frame(3).reshape(-1).tolist()}, f)
+                   "rgb_frame3": rgb_frame(3).reshape(-1).tolist(),
+                   "odd_size": [ODD_W, ODD_H], "odd_frame3": odd_frame(3).reshape(-1).tolist()}, f)
 
 
 if __name__ == "__main__":

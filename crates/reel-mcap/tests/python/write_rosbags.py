@@ -1,6 +1,7 @@
 """Writes landing recordings with `rosbags` (an independent rosbag2 writer): one
 recording as rosbag2 sqlite3 split in two files, the same as an MCAP bag, and a
-big-endian MCAP, with every image encoding and numeric message type Reel reads, plus
+big-endian MCAP, with every image encoding (depth included: 16UC1, 32FC1, mono16 and
+compressedDepth PNG and RVL) and numeric message type Reel reads, plus
 topics it must keep as recorded and messages it must count as bad.
 
 Usage: write_rosbags.py OUT_DIR. Writes OUT_DIR/expected.json with what each topic holds.
@@ -9,6 +10,7 @@ Usage: write_rosbags.py OUT_DIR. Writes OUT_DIR/expected.json with what each top
 import io
 import json
 import shutil
+import struct
 import sys
 from pathlib import Path
 
@@ -38,14 +40,139 @@ def rgb_frame(i):
     return np.stack([(x * 30 + i) % 256, (y * 40) % 256, np.full_like(x, 200 - i)], axis=-1).astype(np.uint8)
 
 
-def raw_image(t, encoding, data, step):
+def raw_image(t, encoding, data, step, big_endian=0):
     return T["sensor_msgs/msg/Image"](
-        header=header(t, "cam"), height=H, width=W, encoding=encoding, is_bigendian=0,
+        header=header(t, "cam"), height=H, width=W, encoding=encoding, is_bigendian=big_endian,
         step=step, data=np.frombuffer(data, dtype=np.uint8))
 
 
 def padded(rows, pad):
     return b"".join(bytes(r) + b"\xee" * pad for r in rows)
+
+
+# Depth: millimetres with holes (0), a run of zeros and a far wall, so RVL's runs and
+# deltas are all exercised.
+def depth_mm(i):
+    d = (np.arange(W * H, dtype=np.uint16) * 37 + 400 + i).reshape(H, W)
+    d[0, :3] = 0
+    d[2, 5] = 0
+    d[H - 1, W - 1] = 65000
+    return d
+
+
+def depth_metres(i):
+    mm = depth_mm(i)
+    m = np.where(mm == 0, np.float32(0.0), mm.astype(np.float32) / 1000.0 + np.float32(0.0004))
+    m[1, 1] = np.nan
+    m[1, 2] = np.inf
+    m[1, 3] = -1.0
+    m[1, 4] = 70.0  # past u16 millimetres: no reading
+    return m
+
+
+def metres_to_mm(m):
+    """The documented rule: round to the nearest millimetre; NaN, inf, <= 0 and > 65.535 m are 0."""
+    mm = np.round(m.astype(np.float64) * 1000.0)
+    ok = np.isfinite(mm) & (mm >= 1) & (mm <= 65535)
+    return np.where(ok, mm, 0).astype(np.uint16)
+
+
+# RVL as compressed_depth_image_transport writes it (RvlCodec::CompressRVL, ported).
+def rvl_encode(values):
+    words, state = [], {"word": 0, "n": 0}
+
+    def vle(value):
+        while True:
+            nibble = value & 0x7
+            value >>= 3
+            if value:
+                nibble |= 0x8
+            state["word"] = ((state["word"] << 4) | nibble) & 0xFFFFFFFF
+            state["n"] += 1
+            if state["n"] == 8:
+                words.append(state["word"])
+                state["word"], state["n"] = 0, 0
+            if not value:
+                return
+
+    values = [int(v) for v in values]
+    i, previous = 0, 0
+    while i < len(values):
+        zeros = 0
+        while i + zeros < len(values) and values[i + zeros] == 0:
+            zeros += 1
+        vle(zeros)
+        i += zeros
+        nonzeros = 0
+        while i + nonzeros < len(values) and values[i + nonzeros] != 0:
+            nonzeros += 1
+        vle(nonzeros)
+        for v in values[i:i + nonzeros]:
+            delta = v - previous
+            vle(((delta << 1) ^ (delta >> 31)) & 0xFFFFFFFF)
+            previous = v
+        i += nonzeros
+    if state["n"]:
+        words.append((state["word"] << (4 * (8 - state["n"]))) & 0xFFFFFFFF)
+    return struct.pack(f"<{len(words)}I", *words)
+
+
+# compressedDepth's 12-byte ConfigHeader: format, then the inverse-depth parameters.
+def depth_header(a=0.0, b=0.0):
+    return struct.pack("<iff", 0, a, b)
+
+
+def png16(values):
+    buf = io.BytesIO()
+    PilImage.fromarray(values.astype(np.uint16)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+# 32FC1 compressedDepth: inverse depth quantised as the transport does (depth_quantization
+# 100, depth_max 10 m).
+QUANT_A = 100.0 * (100.0 + 1.0)
+QUANT_B = 1.0 - QUANT_A / 10.0
+
+
+def inverse_depth(m):
+    q = np.zeros(m.shape, np.uint16)
+    ok = np.isfinite(m) & (m > 0) & (m < 10.0)
+    q[ok] = (np.float32(QUANT_A) / m[ok] + np.float32(QUANT_B)).astype(np.uint16)
+    return q
+
+
+def inverse_to_mm(q):
+    m = np.where(q == 0, np.nan, np.float32(QUANT_A) / (q.astype(np.float32) - np.float32(QUANT_B)))
+    return metres_to_mm(m.astype(np.float32))
+
+
+def depth_images(i, t):
+    mm, metres = depth_mm(i), depth_metres(i)
+    mono_be = padded(mm.astype(">u2").view(np.uint8).reshape(H, -1), 4)
+    compressed = lambda fmt, data: T["sensor_msgs/msg/CompressedImage"](
+        header=header(t, "depth"), format=fmt, data=np.frombuffer(data, np.uint8))
+    return {
+        "/camera/depth": raw_image(t, "16UC1", mm.astype("<u2").tobytes(), W * 2),
+        "/depth/metres": raw_image(t, "32FC1", metres.astype("<f4").tobytes(), W * 4),
+        "/depth/mono16": raw_image(t, "mono16", mono_be, W * 2 + 4, big_endian=1),
+        "/depth/png": compressed("16UC1; compressedDepth png", depth_header() + png16(mm)),
+        "/depth/rvl": compressed("16UC1; compressedDepth rvl",
+                                 depth_header() + struct.pack("<II", W, H) + rvl_encode(mm.reshape(-1))),
+        "/depth/inverse": compressed("32FC1; compressedDepth png",
+                                     depth_header(QUANT_A, QUANT_B) + png16(inverse_depth(metres))),
+    }
+
+
+def expected_depth(i):
+    mm, metres = depth_mm(i), depth_metres(i)
+    return {
+        "/camera/depth": mm.reshape(-1).tolist(),
+        "/depth/metres": metres_to_mm(metres).reshape(-1).tolist(),
+        "/depth/mono16": mm.reshape(-1).tolist(),
+        "/depth/png": mm.reshape(-1).tolist(),
+        "/depth/rvl": mm.reshape(-1).tolist(),
+        "/depth/inverse": inverse_to_mm(inverse_depth(metres)).reshape(-1).tolist(),
+    }
 
 
 BAYER_COLOUR = (200, 90, 30)
@@ -64,7 +191,7 @@ def images(i, t):
         "/camera/mono": raw_image(t, "mono8", padded(mono, 2), W + 2),
         "/camera/yuyv": raw_image(t, "yuv422_yuy2", yuyv, W * 2),
         "/camera/bayer": raw_image(t, "bayer_rggb8", bayer.tobytes(), W),
-        "/camera/depth": raw_image(t, "16UC1", (np.arange(W * H, dtype="<u2") + i).tobytes(), W * 2),
+        **depth_images(i, t),
     }
     for name, fmt in (("jpeg", "JPEG"), ("png", "PNG")):
         buf = io.BytesIO()
@@ -162,6 +289,7 @@ def expected():
         "rgb_frame0": rgb[0],
         "rgb_frame7": rgb[1],
         "bayer_colour": list(BAYER_COLOUR),
+        "depth_frame3": expected_depth(3),
     }
 
 

@@ -1,0 +1,169 @@
+//! Recorded video kept as recorded: a `foxglove.CompressedVideo` H.264 stream that already
+//! meets the canonical rules is stored message for message instead of being decoded and
+//! encoded again. Any other recorded video (H.265, B-frames, keyframes that do not start
+//! the chunk windows) is transcoded, and the channel says which happened and why.
+
+use reel_video::{H264Decoder, VideoCodec, h264};
+
+use crate::landing::{ImageEncoding, LandingCamera};
+use crate::writer::{CameraStream, VideoFrame};
+
+/// Where camera chunk windows start: `window = (log_time - origin_ns) / window_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CameraWindows {
+    /// Origin of the windows (ns).
+    pub origin_ns: u64,
+    /// Length of a window (ns).
+    pub window_ns: u64,
+}
+
+impl CameraWindows {
+    /// The window of a log time (times before the origin are in window 0).
+    pub fn of(&self, log_time: u64) -> u64 {
+        log_time.saturating_sub(self.origin_ns) / self.window_ns.max(1)
+    }
+}
+
+/// How a camera's canonical stream was made, recorded in its channel metadata
+/// (`reel.video`), and shown by `reel inspect`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VideoOrigin {
+    /// Encoded from landing pictures (JPEG, PNG, raw).
+    Encoded,
+    /// A recorded H.264 stream kept message for message.
+    Kept,
+    /// A recorded video decoded and encoded again, and why it could not be kept.
+    Transcoded(String),
+}
+
+impl VideoOrigin {
+    /// `encoded`, `kept` or `transcoded`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Encoded => "encoded",
+            Self::Kept => "kept",
+            Self::Transcoded(_) => "transcoded",
+        }
+    }
+}
+
+/// Whether `camera` is recorded video at all.
+pub fn is_recorded_video(camera: &LandingCamera) -> bool {
+    camera
+        .frames
+        .first()
+        .is_some_and(|f| matches!(f.encoding, ImageEncoding::Video { .. }))
+}
+
+/// Checks a recorded video against the canonical rules: H.264 in Annex B, no B-frames,
+/// SPS and PPS on every keyframe, and a keyframe first in every chunk window — of
+/// `windows` when given, else of the windows its own keyframes imply (their median
+/// interval, from its first keyframe), which are returned. `Err` says why it must be
+/// transcoded. Frames before the first keyframe cannot be decoded and are left out.
+pub fn check_recorded_video(
+    camera: &LandingCamera,
+    windows: Option<CameraWindows>,
+) -> Result<CameraWindows, String> {
+    let mut keyframes = Vec::new();
+    for frame in &camera.frames {
+        match frame.encoding {
+            ImageEncoding::Video {
+                codec: VideoCodec::H264,
+            } => {}
+            ImageEncoding::Video { codec } => {
+                return Err(format!(
+                    "recorded as {}: canonical cameras are H.264",
+                    codec.name()
+                ));
+            }
+            _ => return Err("not recorded video".into()),
+        }
+        let info = h264::inspect(&frame.data);
+        let at = frame.log_time;
+        if !info.annex_b || info.slices == 0 {
+            return Err(format!(
+                "the message at {at} is not an Annex B access unit holding a picture"
+            ));
+        }
+        if info.b_slice {
+            return Err(format!(
+                "B-frames (at {at}): decode order differs from presentation order, which Foxglove does not play"
+            ));
+        }
+        if info.idr {
+            if !(info.sps && info.pps) {
+                return Err(format!("the keyframe at {at} carries no SPS and PPS"));
+            }
+            keyframes.push(at);
+        }
+    }
+    let Some(&first) = keyframes.first() else {
+        return Err("no keyframe".into());
+    };
+    let windows = windows.unwrap_or_else(|| {
+        let mut gaps: Vec<u64> = keyframes.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.sort_unstable();
+        let last = camera.frames.last().map_or(first, |f| f.log_time);
+        CameraWindows {
+            origin_ns: first,
+            window_ns: gaps
+                .get(gaps.len() / 2)
+                .copied()
+                .unwrap_or(last - first + 1)
+                .max(1),
+        }
+    });
+    let mut window = None;
+    for frame in camera.frames.iter().filter(|f| f.log_time >= first) {
+        let w = windows.of(frame.log_time);
+        if window != Some(w) {
+            if !h264::inspect(&frame.data).idr {
+                return Err(format!(
+                    "its keyframes do not start every chunk window ({} ms from {}): the frame at {} starts one",
+                    windows.window_ns / 1_000_000,
+                    windows.origin_ns,
+                    frame.log_time
+                ));
+            }
+            window = Some(w);
+        }
+    }
+    Ok(windows)
+}
+
+/// A recorded video that passed [`check_recorded_video`], as a canonical stream: its
+/// messages from the first keyframe on, bytes and times as recorded. The picture size is
+/// read by decoding the first keyframe (which also proves it decodes).
+pub fn keep_recorded_video(
+    camera: &LandingCamera,
+    group: String,
+) -> Result<CameraStream, reel_video::Error> {
+    let frames: Vec<VideoFrame> = camera
+        .frames
+        .iter()
+        .skip_while(|f| !h264::inspect(&f.data).idr)
+        .map(|f| VideoFrame {
+            log_time: f.log_time,
+            publish_time: f.publish_time,
+            stamp_ns: f.stamp_ns,
+            data: f.data.to_vec(),
+        })
+        .collect();
+    let first = frames
+        .first()
+        .ok_or_else(|| reel_video::Error::NoPicture("no keyframe to keep".into()))?;
+    let picture = H264Decoder::new()?
+        .decode_pictures(&[first.data.as_slice()], &[0])?
+        .pop()
+        .ok_or_else(|| reel_video::Error::NoPicture("the first keyframe".into()))?;
+    Ok(CameraStream {
+        topic: camera.topic.clone(),
+        group,
+        frame_id: camera.frame_id.clone(),
+        width: picture.width(),
+        height: picture.height(),
+        source_encoding: VideoCodec::H264.name().into(),
+        video: VideoOrigin::Kept,
+        frames,
+    })
+}
