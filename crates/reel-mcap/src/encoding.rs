@@ -30,6 +30,10 @@ pub struct EncodeConfig {
     pub camera_group: String,
     /// Topic group of numeric streams.
     pub signal_group: String,
+    /// Keep recorded H.264 that meets the canonical rules as recorded instead of
+    /// transcoding it. Left out of the settings digest while on (the default).
+    #[serde(skip_serializing_if = "is_true")]
+    pub keep_recorded_video: bool,
 }
 
 impl Default for EncodeConfig {
@@ -43,6 +47,7 @@ impl Default for EncodeConfig {
             signal_window_s: 2.0,
             camera_group: "cameras".into(),
             signal_group: "proprio".into(),
+            keep_recorded_video: true,
         }
     }
 }
@@ -82,6 +87,10 @@ impl EncodeConfig {
     pub fn signal_window_ns(&self) -> u64 {
         (self.signal_window_s * 1e9) as u64
     }
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 fn is_default_encoder(encoder: &str) -> bool {

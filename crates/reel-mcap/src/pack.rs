@@ -337,9 +337,10 @@ pub(crate) fn source_encoding(camera: &LandingCamera) -> String {
 /// The recorded videos of an episode that can be kept as recorded, and the chunk windows
 /// they set: the first one that meets the canonical rules decides the windows, the others
 /// are kept only if their keyframes fit them too. Every other recorded video is
-/// transcoded, with the reason.
+/// transcoded, with the reason; with `keep` off, every one is.
 pub fn plan_recorded_videos(
     cameras: &[LandingCamera],
+    keep: bool,
 ) -> (Option<CameraWindows>, Vec<VideoOrigin>) {
     let mut windows = None;
     let origins = cameras
@@ -347,6 +348,9 @@ pub fn plan_recorded_videos(
         .map(|camera| {
             if !is_recorded_video(camera) {
                 return VideoOrigin::Encoded;
+            }
+            if !keep {
+                return VideoOrigin::Transcoded("encode.keep_recorded_video is off".into());
             }
             match check_recorded_video(camera, windows) {
                 Ok(w) => {
@@ -472,7 +476,8 @@ pub fn prepare_landing(
         .unwrap_or(0);
     // One GOP window for all cameras: a camera kept as recorded sets it with its
     // keyframes; otherwise `gop` frames of the first camera's nominal period.
-    let (kept_windows, origins) = plan_recorded_videos(&landing_episode.cameras);
+    let (kept_windows, origins) =
+        plan_recorded_videos(&landing_episode.cameras, config.encode.keep_recorded_video);
     let windows = kept_windows.unwrap_or_else(|| {
         let period = landing_episode
             .cameras

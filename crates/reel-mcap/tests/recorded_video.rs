@@ -196,7 +196,7 @@ fn a_recorded_video_is_read_from_the_landing_as_video() {
         assert_eq!(camera.frames.len(), frames);
         assert!(reel_mcap::is_recorded_video(camera));
     }
-    let (windows, origins) = reel_mcap::plan_recorded_videos(&episode.cameras);
+    let (windows, origins) = reel_mcap::plan_recorded_videos(&episode.cameras, true);
     let windows = windows.unwrap();
     assert_eq!(windows.origin_ns, exp["start_ns"].as_u64().unwrap());
     let kept = episode
@@ -207,6 +207,10 @@ fn a_recorded_video_is_read_from_the_landing_as_video() {
         .map(|(c, _)| c.topic.as_str())
         .collect::<Vec<_>>();
     assert_eq!(kept, ["/video/kept"]);
+    // Told not to keep, every recorded video is transcoded.
+    let (windows, origins) = reel_mcap::plan_recorded_videos(&episode.cameras, false);
+    assert!(windows.is_none());
+    assert!(!origins.contains(&VideoOrigin::Kept));
     // Decoded front to back, the n-th picture is the n-th message's.
     let hevc = episode
         .cameras

@@ -201,7 +201,10 @@ fn process_landing(
     let black_luma = config.qc.black_luma();
     // A camera kept as recorded sets the chunk windows with its keyframes; otherwise they
     // are `gop` periods of the first camera's grid from the grid origin.
-    let (kept_windows, origins) = reel_mcap::plan_recorded_videos(&landing.episode.cameras);
+    let (kept_windows, origins) = reel_mcap::plan_recorded_videos(
+        &landing.episode.cameras,
+        config.encode.keep_recorded_video,
+    );
     let windows = kept_windows.unwrap_or(CameraWindows {
         origin_ns: resampled.origin_ns,
         window_ns: resampled

@@ -58,8 +58,8 @@ def store(tmp_path_factory) -> dict:
     store_dir = root / "store"
     store_dir.mkdir()
     run(reel_bin("reel-synth"), "-o", str(store_dir / "landing"), "--episodes", str(EPISODES),
-        "--seconds", "4", "--cameras", "1", "--width", "64", "--height", "48", "--seed", "5",
-        "-q")
+        "--seconds", "4", "--cameras", "1", "--depth-cameras", "1", "--width", "64", "--height",
+        "48", "--seed", "5", "-q")
     run(reel_bin("reel-plan"), str(store_dir / "landing"), "-o", str(root / "plan.json"),
         "--batches", "1")
     run(reel_bin("reel-ingest"), "--plan", str(root / "plan.json"), "--batch", "0",

@@ -42,6 +42,32 @@ def test_batches_equal_the_rust_loaders(store, shuffle):
             np.testing.assert_array_equal(mine[name], value, err_msg=f"batch {index} {name}")
 
 
+def test_depth_arrives_as_stored_in_both_layouts(store):
+    depth = {"name": "depth", "topic": "/camera/high/depth/image_raw", "offsets_s": [-0.2, 0.0]}
+    spec = {
+        "anchor_hz": 10.0,
+        "depth": [depth, {**depth, "name": "depth_m", "offsets_s": [0.0], "unit": "m"}],
+        "proprio": [{"name": "state", "topic": "/joint_states", "kind": "window", "steps": 1,
+                     "hz": 200.0}],
+    }
+    common = dict(batch_size=4, workers=2, shuffle="global", seed=3)
+    batch = next(iter(reel.Loader(store["manifest"], spec, store["dir"], **common)))
+    mm, metres = batch["depth"], batch["depth_m"]
+    assert mm.dtype == np.uint16 and mm.shape == (4, 2, 48, 64)
+    assert metres.dtype == np.float32 and metres.shape == (4, 1, 48, 64)
+    assert (batch["depth.mask"] == 1).all()
+    # Holes stay 0 in both units; metres are millimetres / 1000, from the same frame.
+    assert (mm == 0).any() and (mm > 300).any()
+    np.testing.assert_array_equal(batch["depth.time_ns"][:, 1], batch["depth_m.time_ns"][:, 0])
+    np.testing.assert_array_equal(metres[:, 0], mm[:, 1].astype(np.float32) / np.float32(1000))
+    lerobot = next(iter(reel.Loader(store["manifest"], spec, store["dir"], layout="lerobot",
+                                    **common)))
+    frames = lerobot["observation.images.depth"]
+    assert frames.shape == (4, 2, 1, 48, 64) and frames.dtype == np.uint16
+    np.testing.assert_array_equal(frames[:, :, 0], mm)
+    assert not lerobot["observation.images.depth_is_pad"].any()
+
+
 def test_lerobot_layout_maps_the_reel_batch(store):
     spec = {
         "anchor_hz": 10.0,

@@ -1,6 +1,7 @@
 //! Depth frames of a synthetic depth camera: a table plane receding with the rows, a
-//! gripper-sized disc circling above it, and the speckle of pixels with no return that
-//! every structured-light or time-of-flight camera shows (0, "no reading", per REP 118).
+//! gripper-sized disc circling above it, a few millimetres of per-pixel noise (what a
+//! stereo or time-of-flight camera measures at a metre), and the speckle of pixels with
+//! no return every such camera shows (0, "no reading", per REP 118).
 
 /// A depth frame in millimetres at time `t` (seconds), rows top to bottom.
 pub fn depth_frame(width: u32, height: u32, t: f64, seed: u64) -> Vec<u16> {
@@ -14,14 +15,15 @@ pub fn depth_frame(width: u32, height: u32, t: f64, seed: u64) -> Vec<u16> {
     let mut out = Vec::with_capacity((width * height) as usize);
     for y in 0..height {
         for x in 0..width {
-            let hole = speckle(seed ^ frame.wrapping_mul(0x9e37_79b9), x, y).is_multiple_of(61);
+            let draw = speckle(seed ^ frame.wrapping_mul(0x9e37_79b9), x, y);
+            let noise = (draw >> 8) % 7;
             let d2 = (x as f64 - cx).powi(2) + (y as f64 - cy).powi(2);
-            let mm = if hole {
+            let mm = if draw.is_multiple_of(61) {
                 0.0
             } else if d2 < radius * radius {
-                450.0 - 80.0 * (1.0 - d2 / (radius * radius))
+                450.0 - 80.0 * (1.0 - d2 / (radius * radius)) + noise as f64 - 3.0
             } else {
-                700.0 + 400.0 * (y as f64 / h)
+                700.0 + 400.0 * (y as f64 / h) + noise as f64 - 3.0
             };
             out.push(mm.round() as u16);
         }
@@ -45,7 +47,7 @@ mod tests {
         assert_eq!(d.len(), 64 * 48);
         let holes = d.iter().filter(|&&v| v == 0).count();
         assert!((10..200).contains(&holes), "{holes}");
-        assert!(d.iter().any(|&v| (370..=450).contains(&v)), "disc");
+        assert!(d.iter().any(|&v| (367..=453).contains(&v)), "disc");
         assert!(d.iter().any(|&v| v >= 1000), "far rows");
         assert_eq!(d, depth_frame(64, 48, 0.0, 1));
         assert_ne!(d, depth_frame(64, 48, 0.5, 1));

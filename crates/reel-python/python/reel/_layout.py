@@ -32,6 +32,7 @@ def lerobot_batch(
     """A Reel-layout batch (cameras channels-first) in LeRobot's layout:
 
     - ``observation.images.<camera>``: [B, T, C, H, W], uint8, or float32 in [0, 1];
+      depth cameras [B, T, 1, H, W] as stored (uint16 millimetres, or float32 metres);
     - numeric streams (``observation.state``, ``action``, …): [B, T, D] float32;
     - ``<key>_is_pad``: [B, T] bool, True where the element is padding (Reel's mask 0);
     - ``timestamp``: [B] float32, the anchor's seconds from its episode's start;
@@ -47,7 +48,11 @@ def lerobot_batch(
             continue
         value = tensors[name]
         camera = value.dtype == np.uint8 and value.ndim == 5
-        key = lerobot_key(name, camera)
+        # Depth frames are [B, T, H, W]: a channel axis makes them LeRobot images (a view).
+        depth = value.ndim == 4
+        if depth:
+            value = value[:, :, None]
+        key = lerobot_key(name, camera or depth)
         if camera and image_dtype == "float32":
             value = value.astype(np.float32)
             value *= 1.0 / 255.0
