@@ -390,7 +390,9 @@ fn main() {
     let depth: Vec<Vec<u16>> = (0..count)
         .map(|i| reel_synth::depth::depth_frame(width as u32, height as u32, i as f64 / 30.0, 3))
         .collect();
-    let depth_landings: Vec<(&str, Vec<Vec<u8>>, Vec<u8>)> = DEPTH_ENCODINGS
+    // (encoding, landing frame bytes, landing MCAP)
+    type DepthLanding = (&'static str, Vec<Vec<u8>>, Vec<u8>);
+    let depth_landings: Vec<DepthLanding> = DEPTH_ENCODINGS
         .iter()
         .map(|&e| {
             let frames: Vec<Vec<u8>> = depth
