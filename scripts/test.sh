@@ -2,8 +2,9 @@
 # Reel's whole test suite: unit, integration and doc tests of every crate,
 # independent-reader checks (Python mcap, pyarrow), the Python package's pytest suite
 # (with PyTorch), object-store tests against
-# a real S3-compatible server on loopback, formatting, lints, and the CUDA build without
-# CUDA. Every test that needs an external program (the Python readers, s3s-fs, ffmpeg)
+# a real S3-compatible server on loopback, the cluster recipes on a one-node Slurm cluster
+# (scripts/slurm.sh, started by the tests that need it), formatting, lints, and the CUDA
+# build without CUDA. Every test that needs an external program (the Python readers, s3s-fs, ffmpeg)
 # fails when it is missing: setup.sh installs them first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,6 +30,6 @@ else
   cargo test --workspace --no-fail-fast --lib --bins --tests || status=$?
 fi
 cargo build --profile test --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-cli \
-  -p reel-curate-cli -p reel-load-cli
+  -p reel-curate-cli -p reel-load-cli -p reel-warm-cli -p reel-supervise-cli
 REEL_BIN_DIR=$CARGO_TARGET_DIR/debug "$REEL_PYTHON" -m pytest -q crates/reel-python/tests || status=$?
 exit $status

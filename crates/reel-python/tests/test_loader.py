@@ -55,7 +55,8 @@ def test_depth_arrives_as_stored_in_both_layouts(store):
     mm, metres = batch["depth"], batch["depth_m"]
     assert mm.dtype == np.uint16 and mm.shape == (4, 2, 48, 64)
     assert metres.dtype == np.float32 and metres.shape == (4, 1, 48, 64)
-    assert (batch["depth.mask"] == 1).all()
+    # A frame the recorder dropped (reel-synth drops 0.2 %) is masked, never made up.
+    assert (batch["depth.mask"] == 1).sum() >= 6, batch["depth.mask"]
     # Holes stay 0 in both units; metres are millimetres / 1000, from the same frame.
     assert (mm == 0).any() and (mm > 300).any()
     np.testing.assert_array_equal(batch["depth.time_ns"][:, 1], batch["depth_m.time_ns"][:, 0])
@@ -65,7 +66,8 @@ def test_depth_arrives_as_stored_in_both_layouts(store):
     frames = lerobot["observation.images.depth"]
     assert frames.shape == (4, 2, 1, 48, 64) and frames.dtype == np.uint16
     np.testing.assert_array_equal(frames[:, :, 0], mm)
-    assert not lerobot["observation.images.depth_is_pad"].any()
+    np.testing.assert_array_equal(lerobot["observation.images.depth_is_pad"],
+                                  batch["depth.mask"] == 0)
 
 
 def test_lerobot_layout_maps_the_reel_batch(store):
