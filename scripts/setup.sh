@@ -56,12 +56,14 @@ if [ ! -x "$REEL_CACHE/tools/bin/s3s-fs" ]; then
 fi
 
 # Reel's Python package (crates/reel-python, built by maturin) into the venv, rebuilt only
-# when the Rust or Python it is made of changed. The dev profile shares its dependencies with
-# test suite's; `maturin develop --release` gives the optimised build for training.
+# when the Rust or Python it is made of changed, or when another checkout installed its own
+# (the install is editable: it points at one checkout's Python files). The dev profile shares
+# its dependencies with the test suite's; `maturin develop --release` gives the optimised build
+# for training.
 profile=${REEL_PYTHON_PROFILE:-dev}
 package_stamp="$venv/.reel-package.sha256"
 repo=$(cd "$here/.." && pwd)
-package_want=$( (echo "$profile"; cd "$repo" && find Cargo.toml Cargo.lock crates -type f \
+package_want=$( (echo "$profile $repo"; cd "$repo" && find Cargo.toml Cargo.lock crates -type f \
   \( -name '*.rs' -o -name Cargo.toml -o -name '*.py' -o -name '*.pyi' -o -name pyproject.toml \) \
   -not -path '*/tests/*' | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$package_stamp" 2>/dev/null)" != "$package_want" ]; then
