@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use reel_curate::{CompactionState, Warehouse, curate_to_manifest};
+use reel_curate::{CompactionState, CurationOptions, Warehouse, curate_to_manifest_with};
 use reel_manifest::SamplingRule;
 
 const EXAMPLES: &str = "\
@@ -52,6 +52,10 @@ pub struct Args {
     /// Store for --upload (default: the warehouse's store).
     #[arg(long)]
     store: Option<String>,
+    /// Write an empty manifest (with a warning) when the query selects no
+    /// episodes; without it an empty result is an error and nothing is written.
+    #[arg(long)]
+    allow_empty: bool,
 }
 
 /// Runs the query and writes the manifest.
@@ -88,14 +92,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ),
     }
     let rule = SamplingRule::at_hz(args.anchor_hz, args.before, args.after);
-    let summary = curate_to_manifest(&warehouse, &sql, rule, &args.output)?;
+    let options = if args.allow_empty {
+        CurationOptions::allowing_empty()
+    } else {
+        CurationOptions::default()
+    };
+    let summary = curate_to_manifest_with(&warehouse, &sql, rule, &args.output, options)?;
+    if summary.rows == 0 {
+        eprintln!("reel-curate: warning: the query selected no episodes; the manifest is empty");
+    }
     let seconds = started.elapsed().as_secs_f64();
     if let Some(key) = &args.upload {
         let store = reel_io::Store::open(args.store.as_deref().unwrap_or(&args.warehouse))?;
         let bytes = std::fs::read(&args.output)
             .with_context(|| format!("reading {}", args.output.display()))?;
         store.write_atomic(key, bytes)?;
-        eprintln!("reel-curate: uploaded to {}/{key}", store.uri());
+        eprintln!(
+            "reel-curate: uploaded to {}",
+            reel_io::redact(&store.object_uri(key))
+        );
     }
     eprintln!(
         "reel-curate: {} episodes, {} samples at {} Hz → {} in {seconds:.2} s",

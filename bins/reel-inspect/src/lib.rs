@@ -114,7 +114,10 @@ fn layout(args: LayoutArgs) -> anyhow::Result<ExitCode> {
             Err(e) if args.files.len() == 1 => return Err(e.into()),
             Err(e) => {
                 failures += 1;
-                eprintln!("reel-inspect: error: {e}");
+                eprintln!(
+                    "reel-inspect: error: {}",
+                    reel_io::redact_secrets(&e.to_string())
+                );
             }
         }
     }
@@ -146,7 +149,10 @@ fn run_doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             Err(e) if args.files.len() == 1 => return Err(e.into()),
             Err(e) => {
                 unreadable += 1;
-                eprintln!("reel-inspect: error: {e}");
+                eprintln!(
+                    "reel-inspect: error: {}",
+                    reel_io::redact_secrets(&e.to_string())
+                );
             }
         }
     }

@@ -14,7 +14,8 @@ use clap::{Parser, ValueEnum};
 use reel_cache::{BlockCache, CacheConfig};
 use reel_io::{Store, split_object_uri};
 use reel_loader::{
-    ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources,
+    ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, SkippedEpisode,
+    Sources,
 };
 use reel_manifest::{node_manifest_dir, open_uri};
 use serde::Serialize;
@@ -81,6 +82,10 @@ pub struct Args {
     /// Samples drawn from each opened window (locality shuffle).
     #[arg(long, default_value_t = 10)]
     run: u64,
+    /// Fail when more than this share of an epoch's samples is skipped (their episode
+    /// corrupt or not what the manifest says).
+    #[arg(long, default_value_t = 0.01, value_name = "FRACTION")]
+    max_skipped: f64,
     /// Print the report as one JSON object on stdout.
     #[arg(long, conflicts_with = "dump")]
     json: bool,
@@ -108,6 +113,8 @@ struct Report {
     batches: u64,
     samples: u64,
     skipped: u64,
+    /// The episodes whose samples were skipped, with how many and why.
+    skipped_episodes: Vec<SkippedEpisode>,
     workers: usize,
     batch_size: usize,
     shuffle: String,
@@ -167,6 +174,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Order::Locality => Shuffle::Locality { run: args.run },
         },
         pin_memory: args.pin_memory,
+        max_skipped: args.max_skipped,
         ..LoaderOptions::default()
     };
     let loader = Loader::new(manifest, &spec, sources, options)?;
@@ -216,7 +224,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         progress.inc(1);
     }
-    let (stats, state) = (epochs.stats(), epochs.state());
+    let (stats, state, skipped_episodes) =
+        (epochs.stats(), epochs.state(), epochs.skipped_episodes());
     // Stopping the workers is part of the run's time.
     drop(epochs);
     let seconds = loading.elapsed().as_secs_f64();
@@ -236,6 +245,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         batches: stats.batches,
         samples,
         skipped: stats.skipped,
+        skipped_episodes,
         workers: args.jobs,
         batch_size: args.batch_size,
         shuffle: match args.shuffle {

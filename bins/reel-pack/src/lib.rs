@@ -127,10 +127,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Ok(report) => serde_json::to_string(&report).unwrap_or_default(),
                 Err(e) => {
                     *failures.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-                    bar.suspend(|| eprintln!("reel-pack: error: {e}"));
+                    bar.suspend(|| {
+                        eprintln!(
+                            "reel-pack: error: {}",
+                            reel_io::redact_secrets(&e.to_string())
+                        )
+                    });
                     serde_json::json!({ "input": input, "error": e.to_string() }).to_string()
                 }
             };
+            // Input and output URIs may carry credentials: never echoed.
+            let line = reel_io::redact_secrets(&line);
             let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
             let _ = writeln!(out, "{line}");
             bar.inc(1);

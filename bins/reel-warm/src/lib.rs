@@ -158,7 +158,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "report": report,
         "metrics": metrics.to_json(),
     });
-    println!("{line}");
+    // The URIs given may carry credentials: never echoed.
+    println!("{}", reel_io::redact_secrets(&line.to_string()));
     Ok(ExitCode::SUCCESS)
 }
 

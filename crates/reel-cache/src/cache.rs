@@ -234,6 +234,8 @@ impl BlockCache {
     }
 
     async fn object_async(&self, path: &str) -> Result<CachedObject> {
+        // Keys come from manifests: never one outside the remote store.
+        let path = reel_io::confine_key(path)?;
         let inner = &self.inner;
         let recorded = inner.read_meta(path);
         if inner.config.trust_cached_metadata

@@ -8,9 +8,12 @@ use std::process::ExitCode;
 /// clap command's name), and the process exits 1. No backtrace is printed, even with
 /// `RUST_BACKTRACE=1`: an ordinary error (a missing file, bad input) is the user's to fix
 /// and a backtrace would only bury the message. Panics are left to Rust's default hook, so
-/// bugs keep their full report. A closed stdout (`| head`) ends the run quietly: a reader
-/// that stops early is not an error.
+/// bugs keep their full report. A closed stdout (`| head`) ends the run quietly, as it
+/// ends any Unix tool: by SIGPIPE (exit status 141 in a shell), never a panic of
+/// `println!`; a reader that stops early is not an error. Credentials inside URIs never
+/// reach the error line ([`reel_io::redact_secrets`]).
 pub fn run_main<A: clap::Parser>(run: impl FnOnce(A) -> anyhow::Result<ExitCode>) -> ExitCode {
+    restore_sigpipe();
     let name = A::command().get_name().to_owned();
     let args = A::parse();
     match run(args) {
@@ -32,7 +35,18 @@ pub fn error_line(name: &str, error: &anyhow::Error) -> String {
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .collect();
-    format!("{name}: error: {}", folded.join(" "))
+    let line = folded.join(" ");
+    format!("{name}: error: {}", reel_io::redact_secrets(&line))
+}
+
+/// Rust ignores SIGPIPE, so a write to a closed pipe fails and `println!` panics; a CLI
+/// in a shell pipeline wants the default instead: killed quietly when its reader leaves.
+fn restore_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL installs no handler code; it is
+    // done once, before any thread that writes to stdout starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

@@ -29,6 +29,7 @@
 use std::path::Path;
 
 pub mod compact;
+pub mod query_policy;
 #[cfg(feature = "test-support")]
 pub mod synthetic;
 
@@ -36,6 +37,7 @@ pub use compact::{CompactOptions, CompactionState, CompactionSummary, compact, c
 use compact::{Compaction, classify, read_pointer};
 use polars::prelude::*;
 use polars::sql::SQLContext;
+pub use query_policy::QueryRefusal;
 use reel_io::Store;
 use reel_manifest::warehouse::EPISODES_PREFIX;
 use reel_manifest::{ManifestMeta, ManifestNumbers, ManifestWriter, SamplingRule};
@@ -54,6 +56,8 @@ pub enum CurateError {
     EmptyWarehouse { uri: String },
     #[error("query failed: {0}")]
     Query(#[source] PolarsError),
+    #[error("query refused: {0}")]
+    Refused(#[from] QueryRefusal),
     #[error(
         "the query's result lacks column {column:?}, which the manifest needs (select it, or SELECT *)"
     )]
@@ -68,6 +72,19 @@ pub enum CurateError {
     Null { row: usize, column: &'static str },
     #[error(transparent)]
     Manifest(#[from] reel_manifest::ManifestError),
+    #[error(
+        "the query selected no episodes: no manifest written (allow an empty result to write one)"
+    )]
+    NoEpisodes,
+    #[error(
+        "the query selected episode {episode_id:?} twice (rows {first_row} and {row}): each episode \
+         may appear once in a manifest (a UNION ALL or a join that fans out?)"
+    )]
+    DuplicateEpisode {
+        episode_id: String,
+        first_row: usize,
+        row: usize,
+    },
     #[error("compaction pointer {key}: {reason}")]
     BadCompaction { key: String, reason: String },
 }
@@ -278,9 +295,14 @@ impl Warehouse {
     }
 
     /// Plans `sql` (which reads the table `episodes`) without running it.
+    ///
+    /// A query that reads anything but the warehouse's tables (a table
+    /// function such as `read_parquet`, another table, a second statement)
+    /// is refused before it runs: see [`query_policy`].
     pub fn query_lazy(&self, sql: &str) -> Result<LazyFrame, CurateError> {
+        query_policy::check_query(sql, &[EPISODES_TABLE])?;
         let mut context = SQLContext::new();
-        context.register("episodes", self.episodes()?);
+        context.register(EPISODES_TABLE, self.episodes()?);
         context.execute(sql).map_err(CurateError::Query)
     }
 
@@ -289,6 +311,9 @@ impl Warehouse {
         self.query_lazy(sql)?.collect().map_err(CurateError::Query)
     }
 }
+
+/// The table a curation query reads.
+pub const EPISODES_TABLE: &str = "episodes";
 
 /// Keeps the latest ingestion (largest `ingested_at_ns`) of each episode.
 pub(crate) fn latest_of(rows: LazyFrame) -> Result<LazyFrame, CurateError> {
@@ -340,14 +365,42 @@ const NEEDED: [&str; 8] = [
     "action_steps",
 ];
 
+/// How [`curate_to_manifest_with`] treats an odd result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CurationOptions {
+    /// Write an empty manifest when the query selects no episodes, instead
+    /// of failing with [`CurateError::NoEpisodes`].
+    pub allow_empty: bool,
+}
+
+impl CurationOptions {
+    /// Options that accept an empty result.
+    pub fn allowing_empty() -> Self {
+        Self { allow_empty: true }
+    }
+}
+
 /// Runs `sql` over `warehouse` and writes the result as a manifest at
 /// `output` (atomically), with the query, snapshot id and sampling rule in
-/// its metadata.
+/// its metadata. A result with no episodes, or with one episode twice, is
+/// an error and nothing is written.
 pub fn curate_to_manifest(
     warehouse: &Warehouse,
     sql: &str,
     sampling: SamplingRule,
     output: &Path,
+) -> Result<CurationSummary, CurateError> {
+    curate_to_manifest_with(warehouse, sql, sampling, output, CurationOptions::default())
+}
+
+/// [`curate_to_manifest`], with the treatment of an empty result chosen.
+pub fn curate_to_manifest_with(
+    warehouse: &Warehouse,
+    sql: &str,
+    sampling: SamplingRule,
+    output: &Path,
+    options: CurationOptions,
 ) -> Result<CurationSummary, CurateError> {
     // Keep only what the manifest needs, so the scan reads only those columns.
     let mut lf = warehouse.query_lazy(sql)?;
@@ -359,6 +412,9 @@ pub fn curate_to_manifest(
         .select(NEEDED.map(col))
         .collect()
         .map_err(CurateError::Query)?;
+    if df.height() == 0 && !options.allow_empty {
+        return Err(CurateError::NoEpisodes);
+    }
     let snapshot = warehouse.snapshot_id();
     let meta = ManifestMeta::new(sql, snapshot.clone(), sampling);
     let (rows, samples) = write_frame(&df, &meta, output)?;
@@ -397,6 +453,7 @@ pub fn write_frame(
     let states = cast("state_steps", &DataType::UInt32)?;
     let actions = cast("action_steps", &DataType::UInt32)?;
     let ids = strings("episode_id", &ids)?;
+    refuse_duplicates(ids)?;
     let uris = strings("uri", &uris)?;
     let starts = numbers("start_ns", starts.i64())?;
     let ends = numbers("end_ns", ends.i64())?;
@@ -426,6 +483,24 @@ pub fn write_frame(
         },
     )?;
     Ok(writer.finish()?)
+}
+
+/// Fails on the first episode id seen twice: a manifest that held an episode
+/// twice would sample it twice and weigh it double without anyone asking.
+fn refuse_duplicates(ids: &StringChunked) -> Result<(), CurateError> {
+    let mut first_rows = std::collections::HashMap::with_capacity(ids.len());
+    for (row, id) in ids.iter().enumerate() {
+        let id = id.unwrap_or_default();
+        if let Some(&first_row) = first_rows.get(id) {
+            return Err(CurateError::DuplicateEpisode {
+                episode_id: id.to_string(),
+                first_row,
+                row,
+            });
+        }
+        first_rows.insert(id, row);
+    }
+    Ok(())
 }
 
 /// A string column with no nulls.

@@ -9,8 +9,8 @@ use std::process::Command;
 
 use reel_curate::synthetic::{Row, parquet_file, parquet_file_ingested_at, row};
 use reel_curate::{
-    CompactOptions, CompactionState, CurateError, Warehouse, compact, compact_with,
-    curate_to_manifest,
+    CompactOptions, CompactionState, CurateError, CurationOptions, QueryRefusal, Warehouse,
+    compact, compact_with, curate_to_manifest, curate_to_manifest_with,
 };
 use reel_manifest::{Manifest, SamplingRule};
 
@@ -349,11 +349,79 @@ fn bad_queries_and_warehouses_give_clear_errors() {
     let out = dir.path().join("m.arrow");
     let err = curate_to_manifest(&warehouse, "SELECT * FROM episodez", rule, &out)
         .expect_err("unknown table");
-    assert!(matches!(err, CurateError::Query(_)), "{err}");
+    assert!(
+        matches!(err, CurateError::Refused(QueryRefusal::UnknownTable(..))),
+        "{err}"
+    );
     let err = curate_to_manifest(&warehouse, "SELECT episode_id FROM episodes", rule, &out)
         .expect_err("too few columns");
     assert!(err.to_string().contains("uri"), "{err}");
     assert!(!out.exists(), "no manifest after a failed curation");
+}
+
+#[test]
+fn a_query_reads_only_its_own_warehouse() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mine, other) = (dir.path().join("mine"), dir.path().join("other"));
+    build_warehouse(&mine);
+    build_warehouse(&other);
+    let warehouse = Warehouse::open(mine.to_str().expect("utf-8")).expect("opens");
+    let out = dir.path().join("m.arrow");
+    let rule = SamplingRule::at_hz(10.0, 0.0, 0.0);
+    for sql in [
+        format!(
+            "SELECT * FROM read_parquet('{}/episodes/**/*.parquet')",
+            other.display()
+        ),
+        format!(
+            "SELECT * FROM episodes WHERE uri IN (SELECT uri FROM read_csv('{}'))",
+            other.join("x.csv").display()
+        ),
+        "CREATE TABLE t AS SELECT * FROM episodes".to_string(),
+    ] {
+        let err = curate_to_manifest(&warehouse, &sql, rule, &out).expect_err("refused");
+        assert!(matches!(err, CurateError::Refused(_)), "{sql}: {err}");
+        assert!(!out.exists(), "{sql}: no manifest after a refused query");
+    }
+}
+
+#[test]
+fn an_empty_or_doubled_result_writes_no_manifest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_warehouse(dir.path());
+    let warehouse = Warehouse::open(dir.path().to_str().expect("utf-8")).expect("opens");
+    let out = dir.path().join("m.arrow");
+    let rule = SamplingRule::at_hz(10.0, 0.0, 0.0);
+    let none = "SELECT * FROM episodes WHERE task = 'no such task'";
+    let err = curate_to_manifest(&warehouse, none, rule, &out).expect_err("empty");
+    assert!(matches!(err, CurateError::NoEpisodes), "{err}");
+    assert!(!out.exists());
+    let twice = "SELECT * FROM (SELECT * FROM episodes LIMIT 2) \
+                 UNION ALL SELECT * FROM (SELECT * FROM episodes LIMIT 1)";
+    let err = curate_to_manifest(&warehouse, twice, rule, &out).expect_err("doubled");
+    assert!(
+        matches!(
+            &err,
+            CurateError::DuplicateEpisode {
+                row: 2,
+                first_row: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let summary = curate_to_manifest_with(
+        &warehouse,
+        none,
+        rule,
+        &out,
+        CurationOptions::allowing_empty(),
+    )
+    .expect("an empty manifest when asked for");
+    assert_eq!((summary.rows, summary.samples), (0, 0));
+    let manifest = Manifest::open(&out).expect("opens");
+    assert_eq!(manifest.len(), 0);
 }
 
 fn python() -> PathBuf {

@@ -57,6 +57,15 @@ pub enum Error {
         /// URI of the object.
         name: String,
     },
+    /// An object key that would reach outside its store (`..`, an absolute path, another
+    /// store's URI): untrusted input, refused before any I/O.
+    #[error("`{key}` is not a key inside the store: {reason}")]
+    OutsideStore {
+        /// The key as given (credentials redacted).
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A store URI that cannot be understood.
     #[error("invalid store URI `{uri}`: {reason}")]
     InvalidUri {
@@ -125,7 +134,7 @@ impl Error {
             Self::Store { source, .. } => store_kind(source),
             Self::NotFound { .. } | Self::InvalidUri { .. } => ErrorKind::Environment,
             // An index or length inside the object that points past its end.
-            Self::OutOfBounds { .. } => ErrorKind::BadInput,
+            Self::OutOfBounds { .. } | Self::OutsideStore { .. } => ErrorKind::BadInput,
             Self::ShortRead { .. } | Self::Changed { .. } => ErrorKind::Changed,
         }
     }

@@ -27,12 +27,16 @@
 //! ```
 
 mod error;
+mod key;
+mod redact;
 mod source;
 mod store;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 
 pub use error::{Error, ErrorKind, Result};
+pub use key::confine_key;
+pub use redact::{redact, redact_secrets};
 pub use source::{
     ByteSource, CountingSource, FileSource, MemorySource, MmapSource, ReadStats, write_file_atomic,
 };

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use opendal::layers::RetryLayer;
 use opendal::{ErrorKind, OperationContext, Operator};
 
+use crate::key::confine_key;
 use crate::source::{ByteSource, check_range, temp_suffix};
 use crate::{Error, Result};
 
@@ -65,7 +66,7 @@ struct StoreInner {
 impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Store")
-            .field("uri", &self.inner.uri)
+            .field("uri", &crate::redact(&self.inner.uri))
             .finish()
     }
 }
@@ -80,7 +81,7 @@ impl Store {
     /// Like [`Store::open`], with explicit credentials.
     pub fn open_with(uri: &str, options: &StoreOptions) -> Result<Self> {
         let invalid = |reason: String| Error::InvalidUri {
-            uri: uri.to_owned(),
+            uri: crate::redact(uri).into_owned(),
             reason,
         };
         let mut local_root = None;
@@ -149,7 +150,14 @@ impl Store {
 
     fn name_of(&self, key: &str) -> String {
         let uri = self.inner.uri.split('?').next().unwrap_or_default();
-        format!("{}/{key}", uri.trim_end_matches('/'))
+        crate::redact(&format!("{}/{key}", uri.trim_end_matches('/'))).into_owned()
+    }
+
+    /// The path of object `key` of a local store (`None` for S3), for callers that map
+    /// files themselves; the key is confined to the store like every other.
+    pub fn local_path(&self, key: &str) -> Result<Option<std::path::PathBuf>> {
+        let key = confine_key(key)?;
+        Ok(self.inner.local_root.as_ref().map(|root| root.join(key)))
     }
 
     fn store_err(&self, key: &str, source: opendal::Error) -> Error {
@@ -176,6 +184,7 @@ impl Store {
 
     /// Length and version tag (ETag, else modification time) of object `key`.
     fn version_of(&self, key: &str) -> Result<ObjectVersion> {
+        let key = confine_key(key)?;
         let meta = self
             .block_on(self.inner.op.stat(key))
             .map_err(|e| self.store_err(key, e))?;
@@ -188,6 +197,7 @@ impl Store {
 
     /// Whole object `key`.
     pub fn read(&self, key: &str) -> Result<Bytes> {
+        let key = confine_key(key)?;
         let buf = self
             .block_on(self.inner.op.read(key))
             .map_err(|e| self.store_err(key, e))?;
@@ -197,6 +207,7 @@ impl Store {
     /// Writes object `key` so that readers see the old object or the whole new one:
     /// temporary name then rename on a local folder, a single PUT on S3 (atomic there).
     pub fn write_atomic(&self, key: &str, data: impl Into<Bytes>) -> Result<()> {
+        let key = confine_key(key)?;
         let data: Bytes = data.into();
         let op = &self.inner.op;
         if !self.inner.is_local {
@@ -227,6 +238,7 @@ impl Store {
     /// `Ok(false)` if it already existed (left as it was). Of writers racing for one key,
     /// exactly one creates it — the primitive for claiming a name.
     pub fn create_new(&self, key: &str, data: impl Into<Bytes>) -> Result<bool> {
+        let key = confine_key(key)?;
         let data: Bytes = data.into();
         let Some(root) = &self.inner.local_root else {
             // S3: a conditional PUT (If-None-Match: *), atomic on the server.
@@ -260,6 +272,7 @@ impl Store {
 
     /// Removes every object under `prefix` (a folder ending in `/`); nothing there is fine.
     pub fn remove_all(&self, prefix: &str) -> Result<()> {
+        let prefix = confine_key(prefix)?;
         self.block_on(self.inner.op.delete_with(prefix).recursive(true))
             .map_err(|e| self.store_err(prefix, e))
     }
@@ -275,6 +288,7 @@ impl Store {
     }
 
     fn list_files(&self, prefix: &str, recursive: bool) -> Result<Vec<String>> {
+        let prefix = confine_key(prefix)?;
         let entries = self
             .block_on(self.inner.op.list_with(prefix).recursive(recursive))
             .map_err(|e| self.store_err(prefix, e))?;
@@ -304,6 +318,11 @@ fn s3_operator(rest: &str, options: &StoreOptions) -> std::result::Result<Operat
     let (bucket, prefix) = location.split_once('/').unwrap_or((location, ""));
     if bucket.is_empty() {
         return Err("missing bucket name".into());
+    }
+    if bucket.contains('@') {
+        return Err("credentials inside the URI are not read: give them in \
+             AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            .into());
     }
     let mut builder = opendal::services::S3::default()
         .bucket(bucket)

@@ -13,6 +13,7 @@ use crate::batch::{Batch, DType, Skipped, Tensor};
 use crate::error::{LoaderError, Result};
 use crate::host::HostMemory;
 use crate::loader::{GopCache, Shared};
+use crate::row_check::check_row;
 use crate::spec::{DepthTensorUnit, Layout, ProprioSpec};
 
 pub(crate) type Reader = EpisodeReader<Box<dyn ByteSource>>;
@@ -242,9 +243,15 @@ impl Worker {
             return Ok(open);
         }
         let source = self.shared.sources.open(uri)?;
+        let object_len = source.len()?;
         let reader = EpisodeReader::open(source).map_err(|source| LoaderError::Episode {
             uri: uri.to_string(),
             source: Box::new(source),
+        })?;
+        let manifest_row = self.shared.manifest.episode(row)?;
+        check_row(&manifest_row, &reader, object_len).map_err(|reason| LoaderError::Mismatch {
+            uri: uri.to_string(),
+            reason: format!("manifest row {row}: {reason}"),
         })?;
         let open = Arc::new(OpenEpisode {
             grids: grids(&reader),

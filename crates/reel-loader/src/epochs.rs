@@ -1,9 +1,11 @@
 //! Batches across epochs: the next epoch starts where the last one ended, for runs
 //! counted in steps rather than epochs.
 
+use std::collections::BTreeMap;
+
 use crate::batch::Batch;
 use crate::error::{LoaderError, Result};
-use crate::loader::{Batches, LoadStats, Loader, LoaderState};
+use crate::loader::{Batches, LoadStats, Loader, LoaderState, SkippedEpisode};
 
 impl Loader {
     /// Batches from `state` on, rolling over into epoch after epoch: endless, so take
@@ -15,6 +17,7 @@ impl Loader {
             state,
             current: None,
             finished: LoadStats::default(),
+            finished_skipped: BTreeMap::new(),
             ended: false,
         }
     }
@@ -29,6 +32,9 @@ pub struct Epochs {
     current: Option<Batches>,
     /// What the epochs already done delivered and did.
     finished: LoadStats,
+    /// The episodes the epochs already done skipped samples of.
+    /// Skipped episodes of the finished epochs, by URI.
+    finished_skipped: BTreeMap<String, SkippedEpisode>,
     ended: bool,
 }
 
@@ -40,6 +46,16 @@ impl Epochs {
             Some(batches) => next_epoch_if_done(batches),
             None => self.state,
         }
+    }
+
+    /// The episodes whose samples were skipped since the first epoch started, each once,
+    /// with the samples skipped over every epoch and the first reason.
+    pub fn skipped_episodes(&self) -> Vec<SkippedEpisode> {
+        let mut all = self.finished_skipped.clone();
+        if let Some(batches) = &self.current {
+            merge_skipped(&mut all, batches.skipped_episodes());
+        }
+        all.into_values().collect()
     }
 
     /// What was delivered and done since the first epoch started (decode and read counts
@@ -80,6 +96,7 @@ impl Iterator for Epochs {
             }
             let done = batches.state();
             self.finished = add(self.finished, batches.stats());
+            merge_skipped(&mut self.finished_skipped, batches.skipped_episodes());
             self.state = next_epoch_if_done(batches);
             // An epoch that stopped short lost a worker: starting it again would repeat
             // the failure.
@@ -110,6 +127,18 @@ fn add(a: LoadStats, b: LoadStats) -> LoadStats {
         skipped: a.skipped + b.skipped,
         frames_decoded: a.frames_decoded + b.frames_decoded,
         chunks_read: a.chunks_read + b.chunks_read,
+    }
+}
+
+/// Adds one epoch's skipped episodes to a tally by URI (samples summed, first reason kept).
+fn merge_skipped(tally: &mut BTreeMap<String, SkippedEpisode>, epoch: Vec<SkippedEpisode>) {
+    for episode in epoch {
+        match tally.get_mut(&episode.uri) {
+            Some(seen) => seen.samples += episode.samples,
+            None => {
+                tally.insert(episode.uri.clone(), episode);
+            }
+        }
     }
 }
 

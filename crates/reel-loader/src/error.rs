@@ -44,6 +44,22 @@ pub enum LoaderError {
     /// An epoch holds no batch on this rank (with `drop_last`, fewer samples than a batch).
     #[error("rank {rank} has no batch in epoch {epoch}")]
     NoBatches { epoch: u64, rank: usize },
+    /// More samples of the epoch were skipped (their episodes corrupt or not matching the
+    /// spec) than `LoaderOptions::max_skipped` allows: the data, not a sample, is broken.
+    #[error(
+        "{skipped} of the epoch's {samples} samples skipped, more than the {limit} allowed \
+         (max_skipped {fraction}); the first: {first}"
+    )]
+    TooManySkipped {
+        skipped: u64,
+        samples: u64,
+        limit: u64,
+        fraction: f64,
+        first: String,
+    },
+    /// No episode of the manifest opens (each one tried is named in `reasons`).
+    #[error("no episode of the manifest can be read: {reasons}")]
+    NoReadableEpisode { reasons: String },
     /// A worker thread panicked building `batch`: a bug, not bad data. The epoch's
     /// iterator ends with it; its state still names the first batch not delivered.
     #[error("loader worker lost building batch {batch}: {reason}")]
@@ -61,7 +77,9 @@ impl LoaderError {
             Self::Io(e) => e.kind(),
             Self::Cache(e) => e.kind(),
             Self::Episode { source, .. } => source.kind(),
-            Self::Mismatch { .. } => ErrorKind::BadInput,
+            Self::Mismatch { .. }
+            | Self::TooManySkipped { .. }
+            | Self::NoReadableEpisode { .. } => ErrorKind::BadInput,
             Self::Spec { .. }
             | Self::BadShard { .. }
             | Self::NoSamples { .. }

@@ -79,6 +79,7 @@ mod host;
 mod loader;
 mod order;
 mod pack;
+mod row_check;
 mod spec;
 #[cfg(test)]
 mod test_fixture;
@@ -89,7 +90,9 @@ pub use batch::{Batch, DType, Skipped, Tensor, TensorData};
 pub use epochs::Epochs;
 pub use error::{LoaderError, Result};
 pub use host::{Element, HostBuf, HostMemory};
-pub use loader::{Batches, EpochSize, LoadStats, Loader, LoaderOptions, LoaderState, Sources};
+pub use loader::{
+    Batches, EpochSize, LoadStats, Loader, LoaderOptions, LoaderState, SkippedEpisode, Sources,
+};
 pub use order::Shuffle;
 pub use pack::{PackError, Packed, pack};
 pub use reel_video::RgbConversion;

@@ -37,8 +37,8 @@ impl Sources {
     /// memory-mapped.
     pub fn open(&self, uri: &str) -> Result<Box<dyn ByteSource>> {
         Ok(match self {
-            Self::Store(store) => match store.local_root() {
-                Some(root) => Box::new(MmapSource::open(root.join(uri))?),
+            Self::Store(store) => match store.local_path(uri)? {
+                Some(path) => Box::new(MmapSource::open(path)?),
                 None => Box::new(store.source(uri)),
             },
             Self::Cache(cache) => Box::new(cache.object(uri)?),
@@ -47,7 +47,7 @@ impl Sources {
 }
 
 /// How the loader runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LoaderOptions {
     pub batch_size: usize,
     /// Worker threads building batches.
@@ -70,6 +70,11 @@ pub struct LoaderOptions {
     /// YUV→RGB conversion of decoded frames: swscale's SIMD path by default (a few
     /// levels from the accurate conversion at chroma edges, several times cheaper).
     pub rgb: RgbConversion,
+    /// The share of an epoch's samples that may be skipped (their episode corrupt, or
+    /// not what the manifest says) before the epoch fails with
+    /// [`LoaderError::TooManySkipped`]: one bad episode costs its samples, a broken
+    /// dataset stops the run. Default 0.01.
+    pub max_skipped: f64,
 }
 
 impl Default for LoaderOptions {
@@ -86,6 +91,7 @@ impl Default for LoaderOptions {
             gop_cache: 16,
             pin_memory: None,
             rgb: RgbConversion::Fast,
+            max_skipped: 0.01,
         }
     }
 }
@@ -202,15 +208,35 @@ impl Loader {
                 path: manifest.path().to_path_buf(),
             });
         }
-        let first = (0..manifest.len())
-            .find(|&row| index.count(&manifest, row).is_ok_and(|n| n > 0))
-            .unwrap_or(0);
-        let uri = manifest.episode(first)?.uri()?.to_string();
-        let reader =
-            EpisodeReader::open(sources.open(&uri)?).map_err(|source| LoaderError::Episode {
-                uri: uri.clone(),
-                source: Box::new(source),
-            })?;
+        // The spec is resolved against the first episode that opens: a corrupt episode is
+        // skipped and reported in the batches like any other, whichever row it is in.
+        let mut failures = Vec::new();
+        let mut opened = None;
+        for row in (0..manifest.len()).filter(|&r| index.count(&manifest, r).is_ok_and(|n| n > 0)) {
+            let uri = manifest.episode(row)?.uri()?.to_string();
+            let reader = sources.open(&uri).and_then(|source| {
+                EpisodeReader::open(source).map_err(|source| LoaderError::Episode {
+                    uri: uri.clone(),
+                    source: Box::new(source),
+                })
+            });
+            match reader {
+                Ok(reader) => {
+                    opened = Some((uri, reader));
+                    break;
+                }
+                Err(e) => failures.push(format!("row {row}: {e}")),
+            }
+            // Sixteen in a row is not bad episodes but a broken store: stop asking.
+            if failures.len() == 16 {
+                break;
+            }
+        }
+        let Some((uri, reader)) = opened else {
+            return Err(LoaderError::NoReadableEpisode {
+                reasons: failures.join("; "),
+            });
+        };
         let mismatch = |reason: String| LoaderError::Mismatch {
             uri: uri.clone(),
             reason,
@@ -449,6 +475,7 @@ impl Loader {
             workers,
             stats: LoadStats::default(),
             counts_at_start,
+            skipped: BTreeMap::new(),
             ended: false,
         })
     }
@@ -590,8 +617,23 @@ pub struct Batches {
     /// The loader's decode and read counters when this epoch started (they are shared by
     /// every epoch of the loader).
     counts_at_start: (u64, u64),
-    /// A worker was lost: no further batch comes.
+    /// The episodes whose samples were skipped so far, by URI.
+    skipped: BTreeMap<String, SkippedEpisode>,
+    /// A worker was lost, or too many samples were skipped: no further batch comes.
     ended: bool,
+}
+
+/// An episode whose samples the loader skipped, and why: for run reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedEpisode {
+    /// Episode id.
+    pub episode_id: String,
+    /// Its object in the store.
+    pub uri: String,
+    /// Samples of it skipped so far.
+    pub samples: u64,
+    /// Why the first of them was skipped.
+    pub reason: String,
 }
 
 impl std::fmt::Debug for Control {
@@ -603,6 +645,12 @@ impl std::fmt::Debug for Control {
 }
 
 impl Batches {
+    /// The episodes whose samples were skipped in the batches delivered so far, with how
+    /// many and why.
+    pub fn skipped_episodes(&self) -> Vec<SkippedEpisode> {
+        self.skipped.values().cloned().collect()
+    }
+
     /// Where the run stands after the batches delivered so far.
     pub fn state(&self) -> LoaderState {
         LoaderState {
@@ -651,6 +699,35 @@ impl Iterator for Batches {
                     self.stats.batches += 1;
                     self.stats.samples += batch.len() as u64;
                     self.stats.skipped += batch.skipped.len() as u64;
+                    for s in &batch.skipped {
+                        self.skipped
+                            .entry(s.uri.clone())
+                            .or_insert_with(|| SkippedEpisode {
+                                episode_id: s.episode_id.clone(),
+                                uri: s.uri.clone(),
+                                samples: 0,
+                                reason: s.reason.clone(),
+                            })
+                            .samples += 1;
+                    }
+                    let fraction = self.shared.options.max_skipped;
+                    let limit = (fraction.max(0.0) * self.samples_in_epoch as f64).floor() as u64;
+                    if self.stats.skipped > limit {
+                        let first = self
+                            .skipped
+                            .values()
+                            .next()
+                            .map(|e| format!("{}: {}", e.uri, e.reason))
+                            .unwrap_or_default();
+                        let too_many = LoaderError::TooManySkipped {
+                            skipped: self.stats.skipped,
+                            samples: self.samples_in_epoch,
+                            limit,
+                            fraction,
+                            first,
+                        };
+                        return Some(Err(self.end(too_many)));
+                    }
                 }
                 return Some(result);
             }
@@ -676,8 +753,8 @@ impl Iterator for Batches {
 }
 
 impl Batches {
-    /// Ends the iteration on a lost worker, stopping the others; `state()` still names
-    /// the first batch not delivered.
+    /// Ends the iteration on a lost worker or too many skipped samples, stopping the
+    /// workers; `state()` still names the first batch not delivered.
     fn end(&mut self, lost: LoaderError) -> LoaderError {
         self.ended = true;
         self.pending.clear();

@@ -2,16 +2,19 @@
 //! `curate`, the package's one use of Polars).
 
 use pyo3::prelude::*;
-use reel_curate::{Warehouse, curate_to_manifest};
+use reel_curate::{CurationOptions, Warehouse, curate_to_manifest_with};
 use reel_manifest::SamplingRule;
 
 use crate::errors::{OrRaise, bad_input};
 
 /// Runs `sql` over the warehouse at `warehouse` and writes the selected episodes as an
 /// Arrow IPC manifest at `output` (atomically); anchors every `1/anchor_hz` s with
-/// `before`/`after` seconds of room. Returns `{"rows", "samples", "snapshot", "output"}`.
+/// `before`/`after` seconds of room. A query that selects no episodes raises unless
+/// `allow_empty`; one that selects an episode twice, or reads anything but the warehouse's
+/// tables, raises. Returns `{"rows", "samples", "snapshot", "output"}`.
 #[pyfunction]
-#[pyo3(signature = (warehouse, sql, output, *, anchor_hz=10.0, before=1.0, after=1.0))]
+#[pyo3(signature = (warehouse, sql, output, *, anchor_hz=10.0, before=1.0, after=1.0, allow_empty=false))]
+#[allow(clippy::too_many_arguments)]
 pub fn curate<'py>(
     py: Python<'py>,
     warehouse: String,
@@ -20,6 +23,7 @@ pub fn curate<'py>(
     anchor_hz: f64,
     before: f64,
     after: f64,
+    allow_empty: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !(anchor_hz.is_finite() && anchor_hz > 0.0) || before < 0.0 || after < 0.0 {
         return Err(bad_input(format!(
@@ -29,7 +33,12 @@ pub fn curate<'py>(
     let summary = py.detach(|| {
         let warehouse = Warehouse::open(&warehouse).or_raise()?;
         let rule = SamplingRule::at_hz(anchor_hz, before, after);
-        curate_to_manifest(&warehouse, &sql, rule, &output).or_raise()
+        let options = if allow_empty {
+            CurationOptions::allowing_empty()
+        } else {
+            CurationOptions::default()
+        };
+        curate_to_manifest_with(&warehouse, &sql, rule, &output, options).or_raise()
     })?;
     let dict = pyo3::types::PyDict::new(py);
     dict.set_item("rows", summary.rows)?;

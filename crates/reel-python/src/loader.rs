@@ -33,7 +33,7 @@ impl NativeLoader {
     #[new]
     #[pyo3(signature = (manifest, spec, store=None, cache=None, *, cache_capacity=64 << 30,
         batch_size=8, workers=2, shuffle="locality", run=10, seed=0, rank=0, world=1,
-        prefetch=4, pin_memory=None, drop_last=false, channels_first=false))]
+        prefetch=4, pin_memory=None, drop_last=false, channels_first=false, max_skipped=0.01))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -53,6 +53,7 @@ impl NativeLoader {
         pin_memory: Option<usize>,
         drop_last: bool,
         channels_first: bool,
+        max_skipped: f64,
     ) -> PyResult<Self> {
         let mut spec = crate::spec::sample_spec(spec)?;
         if channels_first {
@@ -83,6 +84,7 @@ impl NativeLoader {
             shuffle,
             drop_last,
             pin_memory,
+            max_skipped,
             ..LoaderOptions::default()
         };
         // Opening maps the manifest and reads the first episode's summary: I/O, so

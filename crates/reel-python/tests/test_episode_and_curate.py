@@ -73,6 +73,23 @@ def test_curate_writes_the_manifest_the_cli_writes(store, tmp_path):
     assert not (tmp_path / "x.arrow").exists()
 
 
+def test_curate_reads_only_the_warehouse_and_refuses_odd_results(store, tmp_path):
+    out = tmp_path / "x.arrow"
+    outside = f"SELECT * FROM read_parquet('{store['dir']}/episodes/**/*.parquet')"
+    with pytest.raises(reel.BadInputError, match="table function read_parquet"):
+        reel.curate(str(store["dir"]), outside, out)
+    none = "SELECT * FROM episodes WHERE episode_id = 'no such episode'"
+    with pytest.raises(reel.BadInputError, match="selected no episodes"):
+        reel.curate(str(store["dir"]), none, out)
+    twice = "SELECT * FROM episodes UNION ALL SELECT * FROM episodes"
+    with pytest.raises(reel.BadInputError, match="twice"):
+        reel.curate(str(store["dir"]), twice, out)
+    assert not out.exists()
+    summary = reel.curate(str(store["dir"]), none, out, allow_empty=True)
+    assert summary["rows"] == 0
+    assert pyarrow.ipc.open_file(str(out)).read_all().num_rows == 0
+
+
 def test_warm_fills_the_cache_and_the_loader_reads_through_it(store, tmp_path):
     cache = tmp_path / "cache"
     first = reel.warm(str(store["manifest"]), str(store["dir"]), cache, spec=str(store["spec"]),

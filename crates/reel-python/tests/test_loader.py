@@ -204,8 +204,14 @@ def test_missing_manifest_bad_spec_and_bad_arguments_raise_clearly(store, tmp_pa
 
 
 def test_a_corrupt_episode_is_skipped_and_reported(corrupt_store):
-    loader = reel.Loader(corrupt_store["manifest"], corrupt_store["spec"], corrupt_store["dir"],
+    # A third of the samples lost is past the default share: the run stops, naming it.
+    strict = reel.Loader(corrupt_store["manifest"], corrupt_store["spec"], corrupt_store["dir"],
                          batch_size=8, shuffle="global", seed=2)
+    with pytest.raises(reel.BadInputError, match=corrupt_store["victim"]):
+        for _ in strict:
+            pass
+    loader = reel.Loader(corrupt_store["manifest"], corrupt_store["spec"], corrupt_store["dir"],
+                         batch_size=8, shuffle="global", seed=2, max_skipped=0.5)
     skipped, rows = [], set()
     for batch in loader:
         skipped += batch.skipped

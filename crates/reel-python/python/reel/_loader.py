@@ -69,6 +69,9 @@ class Loader:
             a LeRobot policy's ``forward`` reads).
         image_dtype: for ``layout="lerobot"``: ``"uint8"`` or ``"float32"`` (in [0, 1]).
         drop_last: leave out a last, smaller batch.
+        max_skipped: the share of an epoch's samples that may be skipped (their episode
+            corrupt, or not what the manifest says) before iterating raises
+            ``reel.BadInputError``; skipped samples are reported in ``batch.skipped``.
         cache_capacity: bytes the block cache may hold.
 
     Iterating yields :class:`Batch` es of one epoch (the current one, see
@@ -94,6 +97,7 @@ class Loader:
         layout: str = REEL,
         image_dtype: str = "uint8",
         drop_last: bool = False,
+        max_skipped: float = 0.01,
         cache_capacity: int = 64 << 30,
     ):
         if layout not in (REEL, LEROBOT):
@@ -128,6 +132,7 @@ class Loader:
             pin_memory=device,
             drop_last=drop_last,
             channels_first=layout == LEROBOT,
+            max_skipped=max_skipped,
         )
         self._config = {
             "seed": seed,

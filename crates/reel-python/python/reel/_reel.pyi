@@ -55,6 +55,7 @@ class Loader:
         pin_memory: int | None = None,
         drop_last: bool = False,
         channels_first: bool = False,
+        max_skipped: float = 0.01,
     ) -> None: ...
     def start(self, epoch: int, batch: int) -> None: ...
     def stop(self) -> None: ...
@@ -100,6 +101,7 @@ def curate(
     anchor_hz: float = 10.0,
     before: float = 1.0,
     after: float = 1.0,
+    allow_empty: bool = False,
 ) -> dict[str, Any]: ...
 def warm(
     manifest: str,

@@ -1,0 +1,78 @@
+//! A manifest row checked against the episode it names, when a worker first opens it: a
+//! row whose time range, size or step counts the file does not bear out makes the
+//! episode a corrupt one (its samples skipped and reported), never zeros served as data.
+
+use std::collections::HashMap;
+
+use reel_manifest::EpisodeRef;
+use reel_mcap::keys;
+
+use crate::assemble::Reader;
+
+/// `Err` saying what of `row` the episode (`reader`, an object of `object_len` bytes)
+/// contradicts.
+pub(crate) fn check_row(
+    row: &EpisodeRef<'_>,
+    reader: &Reader,
+    object_len: u64,
+) -> Result<(), String> {
+    if row.bytes() != object_len {
+        return Err(format!(
+            "the manifest says {} bytes, the object has {object_len}",
+            row.bytes()
+        ));
+    }
+    let (start, end) = (row.start_ns(), row.end_ns());
+    if start > end {
+        return Err(format!(
+            "its time range {start}..{end} ends before it starts"
+        ));
+    }
+    let episode = reader.metadata().get("episode");
+    let bound = |key: &str| {
+        episode
+            .and_then(|e| e.get(key))
+            .and_then(|v| v.parse::<i64>().ok())
+    };
+    if let (Some(first), Some(last)) = (bound("start_ns"), bound("end_ns"))
+        && (start < first || end > last)
+    {
+        return Err(format!(
+            "its time range {start}..{end} is not inside the episode's {first}..{last}"
+        ));
+    }
+    // The most messages any stream of a kind holds (reel.streams), against the steps the
+    // row counts for that kind.
+    let mut most: HashMap<String, u64> = HashMap::new();
+    if let Some(streams) = reader.metadata().get(keys::STREAMS_RECORD) {
+        for (topic, grid) in streams {
+            let Ok(channel) = reader.channel(topic) else {
+                continue;
+            };
+            let kind = channel
+                .metadata
+                .get(keys::KIND)
+                .cloned()
+                .unwrap_or_default();
+            let count = serde_json::from_str::<serde_json::Value>(grid)
+                .ok()
+                .and_then(|g| g.get("count").and_then(serde_json::Value::as_u64))
+                .unwrap_or(0);
+            let entry = most.entry(kind).or_default();
+            *entry = (*entry).max(count);
+        }
+    }
+    for (kind, steps) in [
+        ("camera", row.camera_frames()),
+        ("state", row.state_steps()),
+        ("action", row.action_steps()),
+    ] {
+        let held = most.get(kind).copied().unwrap_or(0);
+        if u64::from(steps) > held {
+            return Err(format!(
+                "the manifest counts {steps} {kind} steps, the episode's {kind} streams hold at most {held}"
+            ));
+        }
+    }
+    Ok(())
+}
