@@ -149,7 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(uri) => uri.clone(),
         None => split_object_uri(&args.manifest)?.0,
     };
-    let store = Store::open(&store_uri)?;
+    let store = Store::open_existing(&store_uri)?;
     let (sources, cache) = match &args.cache {
         Some(dir) => {
             let capacity = match args.cache_gib {

@@ -75,8 +75,8 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let manifest = reel_manifest::open_uri(&args.manifest, &reel_manifest::node_manifest_dir())
         .with_context(|| format!("opening manifest {}", args.manifest))?;
-    let store =
-        Store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
+    let store = Store::open_existing(&args.store)
+        .with_context(|| format!("opening store {}", reel_io::redact(&args.store)))?;
     let items = match &args.spec {
         Some(path) => {
             let spec = reel_cli::read_text_input(path)

@@ -329,3 +329,60 @@ fn a_closed_stdout_ends_a_cli_quietly() {
         );
     }
 }
+
+#[test]
+fn a_folder_or_a_missing_store_gets_a_plain_message() {
+    let dir = store();
+    let (manifest, spec) = (dir.join("manifest.arrow"), dir.join("spec.toml"));
+    let missing = dir.join("no-such-store");
+    let out = reel(&[
+        "load",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+        "--store",
+        missing.to_str().unwrap(),
+        "-q",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("no-such-store") && err.contains("not found"), "{err}");
+    assert!(!missing.exists(), "reading a store must not create it");
+
+    // A folder where a file belongs: said so, by every reader, and nothing written.
+    let folder = dir.join("store");
+    let packed = dir.join("packed.mcap");
+    for args in [
+        vec!["inspect", folder.to_str().unwrap()],
+        vec![
+            "pack",
+            folder.to_str().unwrap(),
+            "-o",
+            packed.to_str().unwrap(),
+        ],
+        vec![
+            "curate",
+            "--warehouse",
+            folder.to_str().unwrap(),
+            "--sql-file",
+            folder.to_str().unwrap(),
+            "-o",
+            packed.to_str().unwrap(),
+        ],
+    ] {
+        let out = reel(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            err.contains("is a folder, not a file") || err.contains("Is a directory"),
+            "{args:?}: {err}"
+        );
+        assert!(!packed.exists(), "{args:?}");
+    }
+
+    // Each command's help describes that command.
+    let help = ok(&["compact", "--help"]);
+    assert!(help.starts_with("Compact the episode warehouse"), "{help}");
+    assert!(!help.contains("SQL query"), "{help}");
+}

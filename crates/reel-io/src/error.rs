@@ -5,6 +5,12 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A folder where a file or object was expected.
+    #[error("{name} is a folder, not a file")]
+    NotAFile {
+        /// Path or object URI.
+        name: String,
+    },
     /// A local I/O error.
     #[error("{name}: {source}")]
     Io {
@@ -132,7 +138,9 @@ impl Error {
         match self {
             Self::Io { source, .. } => io_kind(source),
             Self::Store { source, .. } => store_kind(source),
-            Self::NotFound { .. } | Self::InvalidUri { .. } => ErrorKind::Environment,
+            Self::NotFound { .. } | Self::NotAFile { .. } | Self::InvalidUri { .. } => {
+                ErrorKind::Environment
+            }
             // An index or length inside the object that points past its end.
             Self::OutOfBounds { .. } | Self::OutsideStore { .. } => ErrorKind::BadInput,
             Self::ShortRead { .. } | Self::Changed { .. } => ErrorKind::Changed,

@@ -75,7 +75,13 @@ impl FileSource {
             source,
         };
         let file = File::open(path).map_err(io_err)?;
-        let len = file.metadata().map_err(io_err)?.len();
+        let meta = file.metadata().map_err(io_err)?;
+        if meta.is_dir() {
+            return Err(Error::NotAFile {
+                name: path.display().to_string(),
+            });
+        }
+        let len = meta.len();
         Ok(Self {
             file,
             len,
@@ -125,6 +131,9 @@ impl MmapSource {
             name: name.clone(),
             source,
         })?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(Error::NotAFile { name });
+        }
         // SAFETY: the map is read-only and Reel never modifies published files in place.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| Error::Io {
             name: name.clone(),

@@ -78,7 +78,35 @@ impl Store {
         Self::open_with(uri, &StoreOptions::default())
     }
 
-    /// Like [`Store::open`], with explicit credentials.
+    /// Opens a store to read from: like [`Store::open`], except that a local folder
+    /// that does not exist is [`Error::NotFound`] rather than created empty (a
+    /// mistyped `--store` would otherwise serve nothing from a new, empty folder).
+    pub fn open_existing(uri: &str) -> Result<Self> {
+        Self::open_existing_with(uri, &StoreOptions::default())
+    }
+
+    /// [`Store::open_existing`] with explicit options.
+    pub fn open_existing_with(uri: &str, options: &StoreOptions) -> Result<Self> {
+        if !uri.starts_with("s3://") {
+            let path = uri.strip_prefix("file://").unwrap_or(uri);
+            let path = std::path::Path::new(if path.is_empty() { "." } else { path });
+            if !path.exists() {
+                return Err(Error::NotFound {
+                    name: format!("store folder {}", path.display()),
+                });
+            }
+            if !path.is_dir() {
+                return Err(Error::InvalidUri {
+                    uri: path.display().to_string(),
+                    reason: "a file, where a store folder was expected".to_owned(),
+                });
+            }
+        }
+        Self::open_with(uri, options)
+    }
+
+    /// Like [`Store::open`] (a local folder is created if missing), with explicit
+    /// credentials.
     pub fn open_with(uri: &str, options: &StoreOptions) -> Result<Self> {
         let invalid = |reason: String| Error::InvalidUri {
             uri: crate::redact(uri).into_owned(),
@@ -161,7 +189,17 @@ impl Store {
     }
 
     fn store_err(&self, key: &str, source: opendal::Error) -> Error {
-        if source.kind() == ErrorKind::NotFound {
+        // opendal's fs service reports a folder read as a file as an unexpected,
+        // temporary error; it is neither.
+        let is_folder = || {
+            let path = self.inner.local_root.as_ref().map(|root| root.join(key));
+            path.is_some_and(|p| p.is_dir())
+        };
+        if source.kind() != ErrorKind::NotFound && is_folder() {
+            Error::NotAFile {
+                name: self.name_of(key),
+            }
+        } else if source.kind() == ErrorKind::NotFound {
             Error::NotFound {
                 name: self.name_of(key),
             }
@@ -188,6 +226,11 @@ impl Store {
         let meta = self
             .block_on(self.inner.op.stat(key))
             .map_err(|e| self.store_err(key, e))?;
+        if meta.is_dir() {
+            return Err(Error::NotAFile {
+                name: self.name_of(key),
+            });
+        }
         Ok(ObjectVersion {
             len: meta.content_length(),
             etag: meta.etag().map(str::to_owned),
@@ -510,5 +553,12 @@ pub fn split_object_uri(uri: &str) -> Result<(String, String)> {
 /// Opens the object at `uri` (local path or S3 URI) as a byte source, through opendal.
 pub fn open_object(uri: &str, options: &StoreOptions) -> Result<ObjectSource> {
     let (store, key) = split_object_uri(uri)?;
-    Ok(Store::open_with(&store, options)?.source(&key))
+    let store = Store::open_existing_with(&store, options).map_err(|e| match e {
+        // The object's folder is missing: the object is.
+        Error::NotFound { .. } => Error::NotFound {
+            name: crate::redact(uri).into_owned(),
+        },
+        other => other,
+    })?;
+    Ok(store.source(&key))
 }

@@ -28,7 +28,7 @@ pub fn open_episode(py: Python<'_>, uri: String, store: Option<String>) -> PyRes
             Some(store) => (store, uri),
             None => split_object_uri(&uri).or_raise()?,
         };
-        let store = Store::open(&root).or_raise()?;
+        let store = Store::open_existing(&root).or_raise()?;
         let source = reel_loader::Sources::Store(store).open(&key).or_raise()?;
         let reader = EpisodeReader::open(source).or_raise()?;
         Ok(Episode { reader })

@@ -97,7 +97,7 @@ impl NativeLoader {
                 Some(uri) => uri,
                 None => split_object_uri(&manifest).or_raise()?.0,
             };
-            let store = Store::open(&store_uri).or_raise()?;
+            let store = Store::open_existing(&store_uri).or_raise()?;
             let (sources, cache) = match cache {
                 Some(dir) => {
                     let config = CacheConfig::new(dir, cache_capacity);

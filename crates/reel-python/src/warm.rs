@@ -41,7 +41,7 @@ pub fn warm<'py>(
     let json = py.detach(move || {
         let manifest =
             reel_manifest::open_uri(&manifest, &reel_manifest::node_manifest_dir()).or_raise()?;
-        let store = Store::open(&store).or_raise()?;
+        let store = Store::open_existing(&store).or_raise()?;
         let items = match &spec {
             Some(spec) => reel_loader::working_set(&manifest, spec, &store).or_raise()?,
             None => reel_loader::whole_episodes(&manifest)

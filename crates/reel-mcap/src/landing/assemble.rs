@@ -395,10 +395,9 @@ fn read_message(
             && signal.fields != s.fields
         {
             return Outcome::Bad(format!(
-                "{}: fields changed from {} to {} values mid-stream",
+                "{}: fields changed mid-stream: {}",
                 signal.topic,
-                signal.fields.len(),
-                s.fields.len()
+                field_change(&signal.fields, &s.fields)
             ));
         }
     }
@@ -425,4 +424,38 @@ fn read_message(
         });
     }
     Outcome::Read
+}
+
+/// What differs between a stream's field names and a message's: the count, or the first
+/// name that differs (a message that renames a field has as many as before).
+fn field_change(was: &[String], now: &[String]) -> String {
+    if was.len() != now.len() {
+        return format!("{} values became {}", was.len(), now.len());
+    }
+    match was.iter().zip(now).position(|(a, b)| a != b) {
+        Some(i) => format!("value {i} was `{}`, is now `{}`", was[i], now[i]),
+        None => "the same names in another form".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::field_change;
+
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn a_field_change_names_what_changed() {
+        assert_eq!(
+            field_change(&names(&["a", "b"]), &names(&["a", "b", "c"])),
+            "2 values became 3"
+        );
+        // As many fields as before, one renamed: the message says which.
+        assert_eq!(
+            field_change(&names(&["j0", "j1", "j2"]), &names(&["j0", "wrist", "j2"])),
+            "value 1 was `j1`, is now `wrist`"
+        );
+    }
 }
