@@ -347,7 +347,10 @@ fn a_folder_or_a_missing_store_gets_a_plain_message() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("no-such-store") && err.contains("not found"), "{err}");
+    assert!(
+        err.contains("no-such-store") && err.contains("not found"),
+        "{err}"
+    );
     assert!(!missing.exists(), "reading a store must not create it");
 
     // A folder where a file belongs: said so, by every reader, and nothing written.

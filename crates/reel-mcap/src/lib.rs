@@ -247,6 +247,12 @@ pub enum Error {
     /// An episode that cannot be written as given.
     #[error("invalid episode: {0}")]
     InvalidEpisode(String),
+    /// A recording with nothing Reel reads: no messages, or none of a kind it stores.
+    #[error("{name}: no camera frames, depth frames or numeric samples Reel can read")]
+    NothingToRead {
+        /// File or object URI.
+        name: String,
+    },
 }
 
 impl Error {
@@ -267,7 +273,8 @@ impl Error {
             | Self::BadMessage { .. }
             | Self::CorruptFrame { .. }
             | Self::NoFrame { .. }
-            | Self::InvalidEpisode(_) => ErrorKind::BadInput,
+            | Self::InvalidEpisode(_)
+            | Self::NothingToRead { .. } => ErrorKind::BadInput,
         }
     }
 }

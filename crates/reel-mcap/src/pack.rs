@@ -456,6 +456,20 @@ pub fn prepare_landing(
     bytes_in: u64,
     config: &PackConfig,
 ) -> Result<(CanonicalEpisode, WriteConfig, PackReport)> {
+    let readable = landing_episode
+        .cameras
+        .iter()
+        .chain(&landing_episode.depths)
+        .any(|c| !c.frames.is_empty())
+        || landing_episode
+            .signals
+            .iter()
+            .any(|s| !s.samples.is_empty());
+    if !readable {
+        // Ingest refuses such a recording too: a canonical file of nothing would pass
+        // for an episode.
+        return Err(Error::NothingToRead { name: name.into() });
+    }
     let origin = landing_episode
         .cameras
         .iter()
@@ -626,10 +640,11 @@ pub fn pack(
 ) -> Result<PackReport> {
     let started = Instant::now();
     let (in_store, in_key) = split_object_uri(input)?;
-    let (landing, bytes_in) =
-        read_landing_object(&Store::open_with(&in_store, options)?, &in_key, &|topic| {
-            config.skips(topic)
-        })?;
+    let (landing, bytes_in) = read_landing_object(
+        &Store::open_existing_with(&in_store, options)?,
+        &in_key,
+        &|topic| config.skips(topic),
+    )?;
     let (bytes, report) =
         write_prepared(prepare_landing(input, landing, bytes_in, config)?, started)?;
     let (out_store, out_key) = split_object_uri(output)?;

@@ -99,6 +99,51 @@ fn missing_summary_falls_back_to_a_scan_with_a_warning() {
 }
 
 #[test]
+fn a_summary_failing_its_crc_is_not_trusted() {
+    let bytes = canonical();
+    let whole = open(bytes.clone()).unwrap();
+    assert!(whole.warnings().is_empty(), "{:?}", whole.warnings());
+    let group = whole.groups().keys().next().unwrap().clone();
+    let expected = whole.read_window(&group, 0..u64::MAX).unwrap().len();
+    // Flip a byte inside the summary section (past its first records).
+    let footer = mcap::read::footer(&bytes).unwrap();
+    let mut damaged = bytes.clone();
+    damaged[footer.summary_start as usize + 20] ^= 0x01;
+    let reader = open(damaged).unwrap();
+    assert!(
+        reader.warnings().iter().any(|w| w.contains("summary CRC")),
+        "{:?}",
+        reader.warnings()
+    );
+    assert_eq!(
+        reader.read_window(&group, 0..u64::MAX).unwrap().len(),
+        expected
+    );
+    assert_eq!(reader.metadata(), whole.metadata());
+
+    // A wrong leading magic on a file read whole: not trusted, and the scan says what is
+    // wrong. (On a large file the reader does not spend a request on the first bytes:
+    // nothing it reads depends on them, and the chunk and summary CRCs cover what it does.)
+    let mut writer = mcap::Writer::new(Cursor::new(Vec::new())).unwrap();
+    let channel = writer
+        .add_channel(0, "/joint_states", "json", &BTreeMap::new())
+        .unwrap();
+    let header = mcap::records::MessageHeader {
+        channel_id: channel,
+        sequence: 0,
+        log_time: 1,
+        publish_time: 1,
+    };
+    writer.write_to_known_channel(&header, b"{}").unwrap();
+    writer.finish().unwrap();
+    let mut foreign = writer.into_inner().into_inner();
+    assert!(open(foreign.clone()).is_ok());
+    foreign[1] = b'X';
+    let err = open(foreign).unwrap_err();
+    assert!(err.to_string().contains("broken.mcap"), "{err}");
+}
+
+#[test]
 fn unknown_topics_and_groups_are_named() {
     let reader = open(canonical()).unwrap();
     let err = reader.read_window("lidar", 0..10).unwrap_err();

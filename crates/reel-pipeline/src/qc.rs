@@ -128,6 +128,8 @@ pub enum CheckKind {
     StreamCoverage,
     /// Landing messages that did not decode (counted per topic; the rest were read).
     UndecodedMessages,
+    /// Chunks of the landing file that repeated an earlier one byte for byte (read once).
+    DuplicateChunks,
 }
 
 impl CheckKind {
@@ -144,6 +146,7 @@ impl CheckKind {
             Self::RateShortfall => "rate_shortfall",
             Self::StreamCoverage => "stream_coverage",
             Self::UndecodedMessages => "undecoded_messages",
+            Self::DuplicateChunks => "duplicate_chunks",
         }
     }
 }
@@ -207,7 +210,8 @@ impl QcReport {
             frozen_frames: self.has(CheckKind::FrozenFrames),
             // Messages that do not decode are corrupt input, whatever the topic.
             corrupt_frames: self.has(CheckKind::CorruptFrame)
-                || self.has(CheckKind::UndecodedMessages),
+                || self.has(CheckKind::UndecodedMessages)
+                || self.has(CheckKind::DuplicateChunks),
             choppy_joints: self.has(CheckKind::ChoppyJoints) || self.has(CheckKind::JointJump),
             hand_dropout: self.has(CheckKind::HandPoseDropout),
             // A stream silent at the episode's edges is a gap of that stream too.
@@ -258,6 +262,18 @@ pub fn quality_check(
             detail: Some(format!(
                 "{} of {} messages did not decode, the first: {}",
                 problem.bad_messages, problem.messages, problem.reason
+            )),
+        });
+    }
+    if episode.duplicate_chunks > 0 {
+        report.findings.push(Finding {
+            kind: CheckKind::DuplicateChunks,
+            topic: "*".into(),
+            start_ns: 0,
+            end_ns: 0,
+            detail: Some(format!(
+                "{} chunks repeated an earlier chunk and were read once",
+                episode.duplicate_chunks
             )),
         });
     }
@@ -738,6 +754,31 @@ mod tests {
         assert!(detail.starts_with("2 of 50 messages"), "{detail}");
         let summary = report.summary();
         assert!(summary.timestamp_gap && summary.corrupt_frames && !summary.pass());
+    }
+
+    #[test]
+    fn repeated_chunks_are_a_finding() {
+        let episode = LandingEpisode {
+            signals: vec![joints(200.0, 10.0)],
+            duplicate_chunks: 2,
+            ..Default::default()
+        };
+        let report = quality_check(
+            &episode,
+            &[],
+            &ResampleConfig::default(),
+            &QcConfig::default(),
+        );
+        let finding = report
+            .findings
+            .iter()
+            .find(|f| f.kind == CheckKind::DuplicateChunks)
+            .expect("a finding for the repeated chunks");
+        assert_eq!(
+            finding.detail.as_deref(),
+            Some("2 chunks repeated an earlier chunk and were read once")
+        );
+        assert!(!report.summary().pass());
     }
 
     #[test]

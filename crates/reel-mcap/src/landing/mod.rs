@@ -290,6 +290,8 @@ pub struct LandingEpisode {
     pub metadata: BTreeMap<String, BTreeMap<String, String>>,
     /// Topics left out by configuration, with their schema.
     pub skipped: BTreeMap<String, String>,
+    /// Chunks that repeated an earlier chunk byte for byte, read once (a QC finding).
+    pub duplicate_chunks: u64,
 }
 
 /// Parses a landing MCAP held in memory. `skip(topic)` leaves topics out (listed in
@@ -300,9 +302,10 @@ pub fn read_landing(
     skip: &dyn Fn(&str) -> bool,
 ) -> Result<LandingEpisode> {
     let mut assembler = Assembler::new(skip);
-    let metadata = push_mcap(&mut assembler, name, bytes)?;
+    let (metadata, duplicate_chunks) = push_mcap(&mut assembler, name, bytes)?;
     let mut episode = assembler.finish();
     episode.metadata = metadata;
+    episode.duplicate_chunks = duplicate_chunks;
     Ok(episode)
 }
 
@@ -314,64 +317,121 @@ pub fn read_split_mcap(
 ) -> Result<LandingEpisode> {
     let mut assembler = Assembler::new(skip);
     let mut metadata = BTreeMap::new();
+    let mut duplicate_chunks = 0;
     for (name, bytes) in files {
-        metadata.extend(push_mcap(&mut assembler, name, bytes)?);
+        let (records, duplicates) = push_mcap(&mut assembler, name, bytes)?;
+        metadata.extend(records);
+        duplicate_chunks += duplicates;
     }
     let mut episode = assembler.finish();
     episode.metadata = metadata;
+    episode.duplicate_chunks = duplicate_chunks;
     Ok(episode)
 }
 
 /// Feeds one MCAP's messages to `assembler`, channels keyed by topic so split files of
-/// one recording join up; returns its metadata records.
+/// one recording join up; returns its metadata records and how many chunks repeated an
+/// earlier one.
+///
+/// One linear pass over the records, trusting nothing in the summary: metadata comes from
+/// the Metadata records themselves (a file whose summary is missing, damaged or without a
+/// metadata index keeps its robot and task), every chunk's CRC is checked, and a chunk
+/// that repeats an earlier one byte for byte (a writer or copy fault) is read once, so its
+/// messages are not doubled.
 fn push_mcap(
     assembler: &mut Assembler<'_>,
     name: &str,
     bytes: &[u8],
-) -> Result<BTreeMap<String, BTreeMap<String, String>>> {
+) -> Result<(BTreeMap<String, BTreeMap<String, String>>, u64)> {
+    use mcap::records::Record;
     let mcap_err = |source| Error::Mcap {
         name: name.to_owned(),
         source,
     };
-    let options = mcap::read::Options::ValidateChunkCrcs.into();
-    for message in mcap::MessageStream::new_with_options(bytes, options).map_err(mcap_err)? {
-        let message = message.map_err(mcap_err)?;
-        let channel = &message.channel;
-        assembler.push_topic(
-            &channel.topic,
-            || {
-                let (schema, schema_encoding, schema_data) = channel
-                    .schema
-                    .as_ref()
-                    .map(|s| {
-                        (
-                            s.name.clone(),
-                            s.encoding.clone(),
-                            Bytes::copy_from_slice(&s.data),
-                        )
-                    })
-                    .unwrap_or_default();
-                ChannelInfo {
-                    topic: channel.topic.clone(),
-                    schema,
-                    schema_encoding,
-                    schema_data,
-                    message_encoding: channel.message_encoding.clone(),
-                }
-            },
-            message.log_time,
-            message.publish_time,
-            &message.data,
-        );
-    }
+    let mut channels = mcap::read::ChannelAccumulator::default();
     let mut metadata = BTreeMap::new();
-    if let Ok(Some(summary)) = mcap::Summary::read(bytes) {
-        for index in &summary.metadata_indexes {
-            let record = mcap::read::metadata(bytes, index).map_err(mcap_err)?;
-            metadata.insert(record.name, record.metadata);
+    let mut chunks_seen = std::collections::HashSet::new();
+    let mut duplicate_chunks = 0;
+    for record in mcap::read::LinearReader::new(bytes).map_err(mcap_err)? {
+        match record.map_err(mcap_err)? {
+            Record::Chunk { header, data } => {
+                let identity = (
+                    header.message_start_time,
+                    header.message_end_time,
+                    header.uncompressed_size,
+                    header.uncompressed_crc,
+                    data.len(),
+                    crc32fast::hash(&data),
+                );
+                if !chunks_seen.insert(identity) {
+                    duplicate_chunks += 1;
+                    continue;
+                }
+                for inner in mcap::read::ChunkReader::new(header, &data).map_err(mcap_err)? {
+                    let inner = inner.map_err(mcap_err)?.into_owned();
+                    push_record(assembler, &mut channels, inner).map_err(mcap_err)?;
+                }
+            }
+            Record::Metadata(record) => {
+                metadata.insert(record.name, record.metadata);
+            }
+            record => {
+                push_record(assembler, &mut channels, record.into_owned()).map_err(mcap_err)?
+            }
         }
     }
-    Ok(metadata)
+    Ok((metadata, duplicate_chunks))
+}
+
+/// One record of the data section: schemas and channels are linked (with mcap's checks),
+/// messages go to the assembler, the rest is not needed here.
+fn push_record(
+    assembler: &mut Assembler<'_>,
+    channels: &mut mcap::read::ChannelAccumulator<'static>,
+    record: mcap::records::Record<'static>,
+) -> std::result::Result<(), mcap::McapError> {
+    use mcap::records::Record;
+    match record {
+        Record::Schema { header, data } => channels.add_schema(header, data),
+        Record::Channel(channel) => channels.add_channel(channel),
+        Record::Message { header, data } => {
+            let channel =
+                channels
+                    .get(header.channel_id)
+                    .ok_or(mcap::McapError::UnknownChannel(
+                        header.sequence,
+                        header.channel_id,
+                    ))?;
+            assembler.push_topic(
+                &channel.topic,
+                || {
+                    let (schema, schema_encoding, schema_data) = channel
+                        .schema
+                        .as_ref()
+                        .map(|s| {
+                            (
+                                s.name.clone(),
+                                s.encoding.clone(),
+                                Bytes::copy_from_slice(&s.data),
+                            )
+                        })
+                        .unwrap_or_default();
+                    ChannelInfo {
+                        topic: channel.topic.clone(),
+                        schema,
+                        schema_encoding,
+                        schema_data,
+                        message_encoding: channel.message_encoding.clone(),
+                    }
+                },
+                header.log_time,
+                header.publish_time,
+                &data,
+            );
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Whether `key` names a rosbag2 recording: its `metadata.yaml` (the folder holds the

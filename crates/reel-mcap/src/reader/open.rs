@@ -79,8 +79,9 @@ impl<S: ByteSource> EpisodeReader<S> {
             return Err(Error::Truncated { name, len });
         }
         let summary_start = le_u64(&end[9..17]);
+        let summary_crc = u32::from_le_bytes([end[25], end[26], end[27], end[28]]);
         if summary_start == 0 {
-            return Self::open_scanned(source, name);
+            return Self::open_scanned(source, name, "no summary section".into());
         }
         if summary_start >= len {
             return Err(Error::Corrupt {
@@ -100,6 +101,24 @@ impl<S: ByteSource> EpisodeReader<S> {
                 start: from,
                 bytes: Bytes::from(joined),
             };
+        }
+
+        // The checks the MCAP format gives: a summary whose CRC does not match, or a file
+        // whose leading magic is wrong (checked when its start is in hand), is not trusted;
+        // a linear scan reads what the file really holds (and fails on a bad magic).
+        let crc_end = len - 12; // up to and including the footer's summary_offset_start
+        if summary_crc != 0 {
+            let computed = crc32fast::hash(&tail.get(summary_start..crc_end)?);
+            if computed != summary_crc {
+                return Self::open_scanned(
+                    source,
+                    name,
+                    format!("summary CRC {computed:#010x} is not the footer's {summary_crc:#010x}"),
+                );
+            }
+        }
+        if tail.start == 0 && tail.bytes.get(..MAGIC.len()) != Some(MAGIC) {
+            return Self::open_scanned(source, name, "no MCAP magic at the start".into());
         }
 
         let mut reader = SummaryReader::new_with_options(
@@ -128,7 +147,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             }
         }
         let Some(summary) = reader.finish() else {
-            return Self::open_scanned(source, name);
+            return Self::open_scanned(source, name, "no summary section".into());
         };
 
         let mut metadata = BTreeMap::new();
@@ -169,7 +188,10 @@ impl<S: ByteSource> EpisodeReader<S> {
         })
     }
 
-    fn open_scanned(source: S, name: String) -> Result<Self> {
+    /// Reads the whole file and scans it, because its summary is absent or not to be
+    /// trusted (`why`, kept as a warning). A chunk that repeats an earlier one byte for
+    /// byte is read once.
+    fn open_scanned(source: S, name: String, why: String) -> Result<Self> {
         let len = source.len()?;
         let bytes = source.read_range(0..len)?;
         let mcap_err = |source| Error::Mcap {
@@ -177,9 +199,19 @@ impl<S: ByteSource> EpisodeReader<S> {
             source,
         };
         let mut scan = Scan::default();
+        let mut chunks_seen = std::collections::HashSet::new();
         for record in mcap::read::LinearReader::new(&bytes).map_err(mcap_err)? {
             match record.map_err(mcap_err)? {
                 Record::Chunk { header, data } => {
+                    let identity = (
+                        header.message_start_time,
+                        header.uncompressed_crc,
+                        data.len(),
+                        crc32fast::hash(&data),
+                    );
+                    if !chunks_seen.insert(identity) {
+                        continue;
+                    }
                     for inner in mcap::read::ChunkReader::new(header, &data).map_err(mcap_err)? {
                         scan.record(inner.map_err(mcap_err)?);
                     }
@@ -200,7 +232,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             .collect();
         let groups = groups_of(channels.values());
         let warnings = vec![format!(
-            "{name}: no summary section; scanned the whole file ({len} bytes) instead"
+            "{name}: {why}; scanned the whole file ({len} bytes) instead"
         )];
         Ok(Self {
             source,
