@@ -1,7 +1,9 @@
 //! The on-disk block file: a checksummed header, then the block's bytes.
 //!
 //! ```text
-//! magic          8 bytes  "REELBLK1"
+//! magic          8 bytes  "REELBLK2"
+//! object         u128 LE  the object's identity (URI, version, block size hashed)
+//! block          u64 LE   the block's index in the object
 //! payload_len    u64 LE   bytes of object data in this block
 //! page_size      u32 LE   bytes covered by each page checksum
 //! pages          u32 LE   number of page checksums
@@ -17,6 +19,9 @@
 //! is always written whole under a temporary name and renamed into place, so a reader
 //! sees either no file or a complete one; the checksums catch what rename cannot: bit rot,
 //! a file truncated by a power loss before its data reached the disk, or a stray write.
+//! The header names the object and block it holds, so a block file copied or renamed to
+//! another block's path (a block of another object of the same size, say) is refused
+//! rather than served as that block.
 
 use std::fs::File;
 use std::io::Write;
@@ -28,8 +33,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use twox_hash::XxHash3_64;
 
-const MAGIC: &[u8; 8] = b"REELBLK1";
-const FIXED_HEADER: usize = 8 + 8 + 4 + 4;
+use crate::open_blocks::BlockId;
+
+const MAGIC: &[u8; 8] = b"REELBLK2";
+const FIXED_HEADER: usize = 8 + 16 + 8 + 8 + 4 + 4;
 /// Bytes read per `pread` on a hit: small enough to stay in a core's L2 cache until its
 /// checksums are checked.
 const READ_PIECE: u64 = 256 << 10;
@@ -59,11 +66,13 @@ pub(crate) enum BlockFault {
     Corrupt(&'static str),
 }
 
-/// The serialized header for `payload`.
-pub(crate) fn encode_header(payload: &[u8], page_size: u32) -> Vec<u8> {
+/// The serialized header for `payload`, block `block` (object identity, index).
+pub(crate) fn encode_header(payload: &[u8], page_size: u32, block: BlockId) -> Vec<u8> {
     let payload_len = payload.len() as u64;
     let mut header = Vec::with_capacity(header_len(payload_len, page_size) as usize);
     header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&block.0.to_le_bytes());
+    header.extend_from_slice(&block.1.to_le_bytes());
     header.extend_from_slice(&payload_len.to_le_bytes());
     header.extend_from_slice(&page_size.to_le_bytes());
     header.extend_from_slice(&(pages(payload_len, page_size) as u32).to_le_bytes());
@@ -82,8 +91,9 @@ pub(crate) fn write_block(
     tmp: &Path,
     payload: &[u8],
     page_size: u32,
+    block: BlockId,
 ) -> std::io::Result<()> {
-    let header = encode_header(payload, page_size);
+    let header = encode_header(payload, page_size, block);
     let result = (|| {
         let mut file = File::options().write(true).create_new(true).open(tmp)?;
         file.write_all(&header)?;
@@ -128,8 +138,14 @@ pub(crate) struct BlockFile {
 }
 
 impl BlockFile {
-    /// Opens `path` and checks that it is a complete block of `payload_len` bytes.
-    pub(crate) fn open(path: &Path, payload_len: u64, page_size: u32) -> Result<Self, BlockFault> {
+    /// Opens `path` and checks that it is a complete block of `payload_len` bytes, and
+    /// that it is block `block` (object identity, index).
+    pub(crate) fn open(
+        path: &Path,
+        payload_len: u64,
+        page_size: u32,
+        block: BlockId,
+    ) -> Result<Self, BlockFault> {
         let file = match File::open(path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BlockFault::Missing),
@@ -148,7 +164,10 @@ impl BlockFile {
         if XxHash3_64::oneshot(body).to_le_bytes() != check {
             return Err(BlockFault::Corrupt("header checksum mismatch"));
         }
-        if body[8..16] != payload_len.to_le_bytes() || body[16..20] != page_size.to_le_bytes() {
+        if body[8..24] != block.0.to_le_bytes() || body[24..32] != block.1.to_le_bytes() {
+            return Err(BlockFault::Corrupt("block of another object or offset"));
+        }
+        if body[32..40] != payload_len.to_le_bytes() || body[40..44] != page_size.to_le_bytes() {
             return Err(BlockFault::Corrupt("header does not match the object"));
         }
         let words = pages(payload_len, page_size).div_ceil(64) as usize;
@@ -347,13 +366,15 @@ mod tests {
 
     use super::*;
 
+    const KEY: BlockId = (0x0123_4567_89ab_cdef_0011_2233_4455_6677, 3);
+
     #[test]
     fn round_trip_and_every_flipped_byte_is_caught() {
         let dir = tempfile::tempdir().unwrap();
         let payload: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 253) as u8).collect();
         let path = dir.path().join("0.blk");
-        write_block(&path, &dir.path().join(".0.tmp"), &payload, 1024).unwrap();
-        let block = BlockFile::open(&path, payload.len() as u64, 1024).unwrap();
+        write_block(&path, &dir.path().join(".0.tmp"), &payload, 1024, KEY).unwrap();
+        let block = BlockFile::open(&path, payload.len() as u64, 1024, KEY).unwrap();
         assert_eq!(&block.read(1000..5000).unwrap()[..], &payload[1000..5000]);
         assert_eq!(&block.read(9999..10_000).unwrap()[..], &payload[9999..]);
         for (a, b) in [
@@ -373,19 +394,30 @@ mod tests {
         }
         block.verify_all().unwrap();
         // Wrong expectations about the object are caught by the header.
-        assert!(BlockFile::open(&path, 9_999, 1024).is_err());
+        assert!(BlockFile::open(&path, 9_999, 1024, KEY).is_err());
+        // So is the same bytes taken for another object's block, or another offset.
+        for other in [(KEY.0 ^ 1, KEY.1), (KEY.0, KEY.1 + 1)] {
+            let fault = BlockFile::open(&path, payload.len() as u64, 1024, other);
+            assert!(
+                matches!(
+                    fault,
+                    Err(BlockFault::Corrupt("block of another object or offset"))
+                ),
+                "{fault:?}"
+            );
+        }
 
         let pristine = std::fs::read(&path).unwrap();
         for at in [0, 9, 30, 100, 200, pristine.len() - 1] {
             let mut bad = pristine.clone();
             bad[at] ^= 0x40;
             std::fs::write(&path, &bad).unwrap();
-            let fault =
-                BlockFile::open(&path, payload.len() as u64, 1024).and_then(|b| b.verify_all());
+            let fault = BlockFile::open(&path, payload.len() as u64, 1024, KEY)
+                .and_then(|b| b.verify_all());
             assert!(matches!(fault, Err(BlockFault::Corrupt(_))), "byte {at}");
         }
         std::fs::write(&path, &pristine[..pristine.len() - 1]).unwrap();
-        let fault = BlockFile::open(&path, payload.len() as u64, 1024);
+        let fault = BlockFile::open(&path, payload.len() as u64, 1024, KEY);
         assert!(matches!(fault, Err(BlockFault::Corrupt(_))));
     }
 }

@@ -337,7 +337,12 @@ impl CachedObject {
         let len = self.block_range(index);
         // Always the file on disk now, never a held handle: this is the check that
         // re-reads and re-hashes every page.
-        let opened = BlockFile::open(&path, len.end - len.start, inner.config.page_size);
+        let opened = BlockFile::open(
+            &path,
+            len.end - len.start,
+            inner.config.page_size,
+            (self.id, index),
+        );
         let checked = opened.and_then(|b| if verify { b.verify_all() } else { Ok(()) });
         match checked {
             Ok(()) => true,
@@ -719,7 +724,13 @@ impl Inner {
                 result = Err(e);
                 continue;
             }
-            result = block::write_block(&dest, &self.temp_path(&dest), data, self.config.page_size);
+            result = block::write_block(
+                &dest,
+                &self.temp_path(&dest),
+                data,
+                self.config.page_size,
+                (id, index),
+            );
             if result.is_ok() {
                 break;
             }

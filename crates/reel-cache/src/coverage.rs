@@ -41,7 +41,8 @@ pub fn cached_coverage(config: &CacheConfig, path: &str) -> Result<Option<Covera
     for index in 0..coverage.blocks {
         let start = index * config.block_size;
         let payload = (start + config.block_size).min(meta.len) - start;
-        if BlockFile::open(&block_path(config, id, index), payload, config.page_size).is_ok() {
+        let path = block_path(config, id, index);
+        if BlockFile::open(&path, payload, config.page_size, (id, index)).is_ok() {
             coverage.cached_blocks += 1;
             coverage.cached_bytes += payload;
         }

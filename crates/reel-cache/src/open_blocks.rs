@@ -69,7 +69,7 @@ impl OpenBlocks {
             }
             self.forget_handle(id, &block);
         }
-        let block = Arc::new(BlockFile::open(&path(), payload_len, page_size)?);
+        let block = Arc::new(BlockFile::open(&path(), payload_len, page_size, id)?);
         if self.capacity > 0 {
             if self.prune_due() {
                 self.prune();
@@ -177,9 +177,17 @@ mod tests {
 
     const PAGE: u32 = 1024;
 
-    fn write(dir: &Path, name: &str, payload: &[u8]) -> PathBuf {
+    /// Writes block `index` of object 1 as `name`.
+    fn write(dir: &Path, name: &str, payload: &[u8], index: u64) -> PathBuf {
         let path = dir.join(name);
-        write_block(&path, &dir.join(format!(".{name}.tmp")), payload, PAGE).unwrap();
+        write_block(
+            &path,
+            &dir.join(format!(".{name}.tmp")),
+            payload,
+            PAGE,
+            (1, index),
+        )
+        .unwrap();
         path
     }
 
@@ -188,7 +196,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let payload = vec![7u8; 4000];
         let paths: Vec<PathBuf> = (0..3)
-            .map(|i| write(dir.path(), &format!("{i}.blk"), &payload))
+            .map(|i| write(dir.path(), &format!("{i}.blk"), &payload, i as u64))
             .collect();
         let table = OpenBlocks::new(2);
         let get = |i: usize| {
@@ -233,14 +241,14 @@ mod tests {
     fn a_replaced_or_rewritten_file_retires_its_handle() {
         let dir = tempfile::tempdir().unwrap();
         let payload: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8).collect();
-        let path = write(dir.path(), "0.blk", &payload);
-        let block = BlockFile::open(&path, 4000, PAGE).unwrap();
+        let path = write(dir.path(), "0.blk", &payload, 0);
+        let block = BlockFile::open(&path, 4000, PAGE, (1, 0)).unwrap();
         assert!(block.is_current() && block.is_at(&path));
         // Renamed over, as a process that refetched the block would do.
-        write(dir.path(), "0.blk", &payload);
+        write(dir.path(), "0.blk", &payload, 0);
         assert!(!block.is_current() && !block.is_at(&path));
 
-        let block = BlockFile::open(&path, 4000, PAGE).unwrap();
+        let block = BlockFile::open(&path, 4000, PAGE, (1, 0)).unwrap();
         // Rewritten in place: a new modification time. File times tick in jiffies, so
         // let one pass.
         std::thread::sleep(Duration::from_millis(30));
@@ -252,8 +260,8 @@ mod tests {
     fn verified_pages_skip_hashing_but_verify_all_hashes_everything() {
         let dir = tempfile::tempdir().unwrap();
         let payload: Vec<u8> = (0..4000u32).map(|i| (i * 3 % 251) as u8).collect();
-        let path = write(dir.path(), "0.blk", &payload);
-        let block = BlockFile::open(&path, 4000, PAGE).unwrap();
+        let path = write(dir.path(), "0.blk", &payload, 0);
+        let block = BlockFile::open(&path, 4000, PAGE, (1, 0)).unwrap();
         assert_eq!(&block.read(100..3000).unwrap()[..], &payload[100..3000]);
         // Corrupt page 1 below the handle, keeping the file's metadata, as bit rot would.
         let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
@@ -275,7 +283,7 @@ mod tests {
         assert_eq!(&block.read(3500..4000).unwrap()[..], &payload[3500..]);
         // The full check re-hashes page 1 and catches it; so does a fresh handle.
         assert!(matches!(block.verify_all(), Err(BlockFault::Corrupt(_))));
-        let fresh = BlockFile::open(&path, 4000, PAGE).unwrap();
+        let fresh = BlockFile::open(&path, 4000, PAGE, (1, 0)).unwrap();
         assert!(matches!(
             fresh.read(1024..2048),
             Err(BlockFault::Corrupt(_))

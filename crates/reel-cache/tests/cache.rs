@@ -220,6 +220,53 @@ fn corrupt_blocks_are_dropped_and_fetched_again() {
 }
 
 #[test]
+fn a_block_copied_from_another_object_is_refused() {
+    let remote = tempfile::tempdir().unwrap();
+    let store = local_store(remote.path());
+    let (a, b) = (
+        pattern(2 * BLOCK as usize, 7),
+        pattern(2 * BLOCK as usize, 8),
+    );
+    store.write_atomic("a.bin", a.clone()).unwrap();
+    store.write_atomic("b.bin", b.clone()).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = BlockCache::for_store(config(cache_dir.path(), 1 << 30), &store).unwrap();
+    let (object_a, object_b) = (
+        cache.object("a.bin").unwrap(),
+        cache.object("b.bin").unwrap(),
+    );
+    object_a.read_range(0..2 * BLOCK).unwrap();
+    object_b.read_range(0..2 * BLOCK).unwrap();
+    let files = block_files(cache_dir.path());
+    assert_eq!(files.len(), 4);
+    let of = |object: &str| -> Vec<&PathBuf> {
+        let dir = files.iter().find(|f| {
+            std::fs::read(f)
+                .unwrap()
+                .ends_with(&if object == "a" { &a } else { &b }[BLOCK as usize..])
+        });
+        let dir = dir.unwrap().parent().unwrap();
+        files.iter().filter(|f| f.parent() == Some(dir)).collect()
+    };
+    let (blocks_a, blocks_b) = (of("a"), of("b"));
+    // Block 0 of a, copied over block 0 of b (same size, valid checksums); block 1 of b
+    // renamed over its block 0.
+    std::fs::copy(blocks_a[0], blocks_b[0]).unwrap();
+    assert!(
+        !object_b.is_cached(0, true),
+        "another object's block passed --verify"
+    );
+    std::fs::copy(blocks_a[0], blocks_b[0]).unwrap();
+    assert_eq!(&object_b.read_range(0..2 * BLOCK).unwrap()[..], &b[..]);
+    std::fs::copy(blocks_b[1], blocks_b[0]).unwrap();
+    assert!(
+        !object_b.is_cached(0, true),
+        "another offset's block passed --verify"
+    );
+    assert_eq!(&object_b.read_range(0..2 * BLOCK).unwrap()[..], &b[..]);
+}
+
+#[test]
 fn a_new_object_version_never_meets_old_blocks() {
     let remote = tempfile::tempdir().unwrap();
     let store = local_store(remote.path());
@@ -317,7 +364,7 @@ fn warm_pins_and_eviction_spares_the_pinned_set() {
     }
     let cache_dir = tempfile::tempdir().unwrap();
     // Room for about 12 blocks; slack of one block.
-    let block_disk = BLOCK + 24 + 8 * 16 + 8;
+    let block_disk = BLOCK + 48 + 8 * 16 + 8;
     let mut config = config(cache_dir.path(), 12 * block_disk);
     config.eviction_slack = Some(block_disk);
     let cache = BlockCache::for_store(config, &store).unwrap();
@@ -650,7 +697,7 @@ fn blocks_evicted_while_held_are_fetched_again() {
     object.read_range(0..6 * BLOCK).unwrap();
     object.read_range(0..6 * BLOCK).unwrap();
 
-    let block_disk = BLOCK + 24 + 8 * 16 + 8;
+    let block_disk = BLOCK + 48 + 8 * 16 + 8;
     let mut small = config(cache_dir.path(), block_disk / 2);
     small.eviction_slack = Some(1);
     let other = BlockCache::for_store(small, &store).unwrap();
