@@ -30,6 +30,7 @@ mod error;
 mod key;
 mod redact;
 mod source;
+mod stale;
 mod store;
 #[cfg(feature = "test-support")]
 pub mod test_support;
@@ -40,6 +41,7 @@ pub use redact::{redact, redact_secrets};
 pub use source::{
     ByteSource, CountingSource, FileSource, MemorySource, MmapSource, ReadStats, write_file_atomic,
 };
+pub use stale::{STALE_AFTER_DEATH, STALE_ANYWAY, remove_stale_temporaries, temporary_pid};
 pub use store::{
     DEFAULT_RETRIES, ObjectSource, Store, StoreOptions, open_object, split_object_uri,
 };

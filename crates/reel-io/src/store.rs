@@ -181,6 +181,36 @@ impl Store {
         crate::redact(&format!("{}/{key}", uri.trim_end_matches('/'))).into_owned()
     }
 
+    /// Removes the stale temporaries of killed writers under `prefix` (every folder below
+    /// it) of a local store, and returns how many; an S3 store has none (a PUT is
+    /// atomic). See [`remove_stale_temporaries`](crate::remove_stale_temporaries).
+    pub fn remove_stale_temporaries(&self, prefix: &str) -> Result<usize> {
+        let prefix = confine_key(prefix)?;
+        let Some(root) = &self.inner.local_root else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        let mut folders = vec![root.join(prefix)];
+        while let Some(folder) = folders.pop() {
+            let io_err = |source| Error::Io {
+                name: folder.display().to_string(),
+                source,
+            };
+            removed += crate::remove_stale_temporaries(&folder, None)
+                .map_err(io_err)?
+                .len();
+            let Ok(entries) = std::fs::read_dir(&folder) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    folders.push(entry.path());
+                }
+            }
+        }
+        Ok(removed)
+    }
+
     /// The path of object `key` of a local store (`None` for S3), for callers that map
     /// files themselves; the key is confined to the store like every other.
     pub fn local_path(&self, key: &str) -> Result<Option<std::path::PathBuf>> {

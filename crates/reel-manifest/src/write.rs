@@ -274,6 +274,10 @@ impl ManifestWriter {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // A writer of this manifest killed mid-write left its temporary; the next one
+        // removes it (a failure to is no reason not to write).
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let _ = reel_io::remove_stale_temporaries(dir.unwrap_or(Path::new(".")), Some(&name));
         let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
         let file = File::create(&tmp).map_err(ManifestError::io(&tmp))?;
         let sync_handle = file.try_clone().map_err(ManifestError::io(&tmp))?;

@@ -94,6 +94,11 @@ impl Pipeline {
             // Enricher names become label keys: `labels/<enricher>/<episode>.json`.
             check_segment("enricher name", enricher.name())?;
         }
+        // Records of a run killed mid-write left temporaries behind: this run, the next of
+        // the same writer, removes the stale ones.
+        for prefix in ["state/", "labels/", "quarantine/"] {
+            self.state.store().remove_stale_temporaries(prefix)?;
+        }
         let mut report = BatchReport {
             batch: batch.key.clone(),
             ..BatchReport::default()
