@@ -105,6 +105,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         config.preflight_on_restart = args.preflight_on_restart;
     }
 
+    // Orphans of the trainer's tree come to this process, so none escapes a kill.
+    supervise::adopt_orphans().context("becoming the child subreaper")?;
     let stop = Arc::new(AtomicUsize::new(0));
     for signal in [SIGTERM, SIGINT, SIGHUP] {
         signal_hook::flag::register_usize(signal, Arc::clone(&stop), signal as usize)

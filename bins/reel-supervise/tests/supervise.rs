@@ -281,3 +281,58 @@ fn sigterm_is_forwarded_and_the_supervisor_exits() {
     // The trainer was stopped and reaped with it.
     assert!(!Path::new(&format!("/proc/{trainer}")).exists());
 }
+
+/// Whether `pid` is gone (or a zombie: dead, not yet reaped by its new parent).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn a_child_that_left_the_trainers_group_is_ended_too() {
+    let run = Run::new();
+    let pid_file = run.path("escaped.pid");
+    // A trainer that starts a child in a session of its own (out of its process group),
+    // then crashes; the supervisor gives up after that first crash.
+    let script = format!(
+        "setsid sh -c 'echo $$ > {}; exec sleep 300' & sleep 0.5; exit 3",
+        pid_file.display()
+    );
+    let output = Command::new(SUPERVISE)
+        .args([
+            "--backoff-ms",
+            "5",
+            "--kill-grace-ms",
+            "200",
+            "--max-restarts",
+            "0",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let escaped: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !gone(escaped) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let still_there = !gone(escaped);
+    if still_there {
+        let _ = Command::new("kill")
+            .args(["-9", &escaped.to_string()])
+            .status();
+    }
+    assert!(
+        !still_there,
+        "the setsid child {escaped} outlived the supervisor"
+    );
+}

@@ -37,4 +37,5 @@
 
 pub mod checkpoint;
 pub mod preflight;
+mod process_tree;
 pub mod supervise;

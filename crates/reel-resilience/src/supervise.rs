@@ -9,7 +9,8 @@
 //!   modification time is polled; the trainer writes or touches it as it makes
 //!   progress). A hung trainer gets `SIGTERM`, then `SIGKILL` after `kill_grace`.
 //!
-//! Either way the whole group is killed, and after an exponential backoff the trainer is
+//! Either way the whole group is killed, with every other process of the trainer's tree
+//! (children that left the group with `setsid` included: see `process_tree.rs`), and after an exponential backoff the trainer is
 //! started again with the environment telling it where to resume:
 //!
 //! | variable | value |
@@ -41,6 +42,7 @@ use serde::Serialize;
 
 use crate::checkpoint::{CheckpointDir, Problem};
 use crate::preflight::{self, PreflightConfig, Report, Target};
+use crate::process_tree::ProcessTree;
 
 /// Environment variable naming the checkpoint folder.
 pub const ENV_CHECKPOINT_DIR: &str = "REEL_CHECKPOINT_DIR";
@@ -310,6 +312,16 @@ pub fn supervise(
     }
 }
 
+/// Makes this process a child subreaper (Linux): a descendant orphaned by its parent's
+/// death is re-parented here rather than to init, so [`supervise`] still sees it as part
+/// of the trainer's tree and ends it with the rest. Process-wide, so it is for a
+/// supervisor binary's `main` to call, never for a library.
+pub fn adopt_orphans() -> std::io::Result<()> {
+    Ok(rustix::process::set_child_subreaper(Some(
+        rustix::process::getpid(),
+    ))?)
+}
+
 fn spawn(
     config: &SuperviseConfig,
     restarts: u32,
@@ -359,16 +371,20 @@ fn watch(
 ) -> Result<RunEnd, SuperviseError> {
     let pid = child.id();
     let group = Pid::from_child(child);
+    let mut tree = ProcessTree::new(pid);
     let mut last_beat = config.heartbeat.as_deref().and_then(mtime);
     let mut last_progress = Instant::now();
     loop {
+        tree.refresh();
         if exited(group).map_err(|source| SuperviseError::Wait { pid, source })? {
-            // Kill what the trainer left behind in its group before reaping it, so the
-            // group id cannot have been reused.
+            // Kill what the trainer left behind, in its group or out of it, before
+            // reaping it, so the group id cannot have been reused.
             kill_group(group, Signal::KILL);
+            tree.signal(Signal::KILL);
             let status = child
                 .wait()
                 .map_err(|source| SuperviseError::Wait { pid, source })?;
+            tree.reap_orphans();
             return Ok(RunEnd::Exited(status));
         }
         let signal = stop.load(Ordering::SeqCst) as i32;
@@ -376,8 +392,9 @@ fn watch(
             on_event(&Event::Signal { signal });
             if let Some(sig) = Signal::from_named_raw(signal) {
                 kill_group(group, sig);
+                tree.signal(sig);
             }
-            stop_group(config, child, group)?;
+            stop_group(config, child, group, &mut tree)?;
             return Ok(RunEnd::Interrupted(signal));
         }
         if let Some(file) = &config.heartbeat {
@@ -392,7 +409,8 @@ fn watch(
                     silent_s: last_progress.elapsed().as_secs_f64(),
                 });
                 kill_group(group, Signal::TERM);
-                stop_group(config, child, group)?;
+                tree.signal(Signal::TERM);
+                stop_group(config, child, group, &mut tree)?;
                 return Ok(RunEnd::Hung);
             }
         }
@@ -400,11 +418,13 @@ fn watch(
     }
 }
 
-/// Gives the group `kill_grace` to exit after a signal, then kills it and reaps the child.
+/// Gives the group `kill_grace` to exit after a signal, then kills it and every other
+/// process of the trainer's tree, and reaps the child.
 fn stop_group(
     config: &SuperviseConfig,
     child: &mut Child,
     group: Pid,
+    tree: &mut ProcessTree,
 ) -> Result<(), SuperviseError> {
     let pid = child.id();
     let deadline = Instant::now() + config.kill_grace;
@@ -415,9 +435,11 @@ fn stop_group(
         std::thread::sleep(config.poll_interval.min(Duration::from_millis(20)));
     }
     kill_group(group, Signal::KILL);
+    tree.signal(Signal::KILL);
     child
         .wait()
         .map_err(|source| SuperviseError::Wait { pid, source })?;
+    tree.reap_orphans();
     Ok(())
 }
 
