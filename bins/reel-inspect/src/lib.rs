@@ -107,6 +107,14 @@ fn layout(args: LayoutArgs) -> anyhow::Result<ExitCode> {
         let report = open_object(file, &StoreOptions::default())
             .map_err(reel_mcap::Error::from)
             .and_then(|source| reel_mcap::inspect(source, !args.no_gops));
+        if let Ok(report) = &report {
+            for warning in &report.warnings {
+                eprintln!(
+                    "reel-inspect: warning: {}",
+                    reel_io::redact_secrets(warning)
+                );
+            }
+        }
         match report {
             Ok(report) if args.json => println!("{}", serde_json::to_string(&report)?),
             Ok(report) => println!("{}", report.to_table()),
@@ -173,6 +181,12 @@ fn run_cat(args: CatArgs) -> anyhow::Result<ExitCode> {
     let source = open_object(&args.file, &StoreOptions::default())
         .with_context(|| format!("opening {}", args.file))?;
     let reader = EpisodeReader::open(source)?;
+    for warning in reader.warnings() {
+        eprintln!(
+            "reel-inspect: warning: {}",
+            reel_io::redact_secrets(warning)
+        );
+    }
     let topics: Vec<&str> = args.topics.iter().map(String::as_str).collect();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     reel_mcap::cat_messages(&reader, &topics, |message: MessageJson| {

@@ -281,3 +281,67 @@ impl Error {
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The most a chunk may hold uncompressed. A chunk header's claims are checked before
+/// anything is allocated for it; real writers make chunks of a few MiB.
+pub(crate) const MAX_CHUNK_BYTES: u64 = 1 << 30;
+
+/// The records of a chunk, owned. mcap's own chunk reader allocates what a damaged header
+/// or record claims before it can check the chunk's CRC (an exabyte allocation aborts the
+/// process), so the chunk is decompressed whole here, bounded by its claimed size (at most
+/// [`MAX_CHUNK_BYTES`]), its CRC checked, and only then are its records read, each bounded
+/// by the chunk.
+pub(crate) fn chunk_records(
+    name: &str,
+    header: mcap::records::ChunkHeader,
+    data: &[u8],
+) -> Result<Vec<mcap::records::Record<'static>>> {
+    let corrupt = |reason: String| Error::Corrupt {
+        name: name.to_owned(),
+        reason,
+    };
+    let claimed = header.uncompressed_size;
+    if claimed > MAX_CHUNK_BYTES {
+        return Err(corrupt(format!(
+            "a chunk claims {claimed} bytes uncompressed, more than the {MAX_CHUNK_BYTES} Reel reads"
+        )));
+    }
+    let uncompressed: std::borrow::Cow<'_, [u8]> = match header.compression.as_str() {
+        "" => std::borrow::Cow::Borrowed(data),
+        "zstd" => zstd::bulk::decompress(data, claimed as usize)
+            .map_err(|e| corrupt(format!("a zstd chunk does not decompress: {e}")))?
+            .into(),
+        "lz4" => {
+            use std::io::Read;
+            let mut out = Vec::new();
+            lz4::Decoder::new(data)
+                .and_then(|d| d.take(claimed + 1).read_to_end(&mut out))
+                .map_err(|e| corrupt(format!("an lz4 chunk does not decompress: {e}")))?;
+            out.into()
+        }
+        other => {
+            return Err(corrupt(format!(
+                "a chunk compressed with {other:?}, which Reel does not read"
+            )));
+        }
+    };
+    if uncompressed.len() as u64 != claimed {
+        return Err(corrupt(format!(
+            "a chunk holds {} bytes uncompressed where its header says {claimed}",
+            uncompressed.len()
+        )));
+    }
+    if header.uncompressed_crc != 0 && crc32fast::hash(&uncompressed) != header.uncompressed_crc {
+        return Err(corrupt("a chunk fails its CRC".into()));
+    }
+    mcap::read::LinearReader::sans_magic(&uncompressed)
+        .map(|record| {
+            record
+                .map(|r| r.into_owned())
+                .map_err(|source| Error::Mcap {
+                    name: name.to_owned(),
+                    source,
+                })
+        })
+        .collect()
+}

@@ -98,3 +98,15 @@ fn pack_refuses_a_recording_with_nothing_to_read() {
     assert!(matches!(err, Error::NothingToRead { .. }), "{err}");
     assert!(err.to_string().starts_with("empty.mcap: "), "{err}");
 }
+
+#[test]
+fn a_zeroed_range_inside_a_compressed_chunk_is_an_error_not_an_abort() {
+    // The input that showed it: 512 zero bytes inside a zstd chunk made mcap's chunk reader
+    // allocate a record length read from garbage (exabytes) and abort the process.
+    let mut bytes = landing();
+    let chunk = first_chunk(&bytes);
+    let middle = (chunk.start + chunk.end) / 2;
+    bytes[middle..middle + 512].fill(0);
+    let err = read_landing("damaged.mcap", &bytes, &|_| false).unwrap_err();
+    assert!(err.to_string().starts_with("damaged.mcap: "), "{err}");
+}

@@ -367,8 +367,7 @@ fn push_mcap(
                     duplicate_chunks += 1;
                     continue;
                 }
-                for inner in mcap::read::ChunkReader::new(header, &data).map_err(mcap_err)? {
-                    let inner = inner.map_err(mcap_err)?.into_owned();
+                for inner in crate::chunk_records(name, header, &data)? {
                     push_record(assembler, &mut channels, inner).map_err(mcap_err)?;
                 }
             }

@@ -212,8 +212,8 @@ impl<S: ByteSource> EpisodeReader<S> {
                     if !chunks_seen.insert(identity) {
                         continue;
                     }
-                    for inner in mcap::read::ChunkReader::new(header, &data).map_err(mcap_err)? {
-                        scan.record(inner.map_err(mcap_err)?);
+                    for inner in crate::chunk_records(&name, header, &data)? {
+                        scan.record(inner);
                     }
                 }
                 other => scan.record(other),
@@ -275,6 +275,7 @@ fn groups_of<'a>(
 /// What a linear scan of a file without a summary collects.
 #[derive(Default)]
 struct Scan {
+    schemas: HashMap<u16, Arc<mcap::Schema<'static>>>,
     channels: HashMap<u16, Arc<Channel<'static>>>,
     topics: HashMap<u16, Arc<str>>,
     messages: Vec<(u16, RawMessage)>,
@@ -284,6 +285,17 @@ struct Scan {
 impl Scan {
     fn record(&mut self, record: Record<'_>) {
         match record {
+            Record::Schema { header, data } => {
+                self.schemas.insert(
+                    header.id,
+                    Arc::new(mcap::Schema {
+                        id: header.id,
+                        name: header.name,
+                        encoding: header.encoding,
+                        data: std::borrow::Cow::Owned(data.into_owned()),
+                    }),
+                );
+            }
             Record::Channel(c) => {
                 self.topics.insert(c.id, Arc::from(c.topic.as_str()));
                 self.channels.insert(
@@ -291,7 +303,8 @@ impl Scan {
                     Arc::new(Channel {
                         id: c.id,
                         topic: c.topic,
-                        schema: None,
+                        // A channel names its schema by id; the schema record comes first.
+                        schema: self.schemas.get(&c.schema_id).cloned(),
                         message_encoding: c.message_encoding,
                         metadata: c.metadata,
                     }),
