@@ -329,6 +329,9 @@ pub fn read_split_mcap(
     Ok(episode)
 }
 
+/// Metadata records by name, each a map of strings.
+type MetadataRecords = BTreeMap<String, BTreeMap<String, String>>;
+
 /// Feeds one MCAP's messages to `assembler`, channels keyed by topic so split files of
 /// one recording join up; returns its metadata records and how many chunks repeated an
 /// earlier one.
@@ -342,7 +345,7 @@ fn push_mcap(
     assembler: &mut Assembler<'_>,
     name: &str,
     bytes: &[u8],
-) -> Result<(BTreeMap<String, BTreeMap<String, String>>, u64)> {
+) -> Result<(MetadataRecords, u64)> {
     use mcap::records::Record;
     let mcap_err = |source| Error::Mcap {
         name: name.to_owned(),
