@@ -42,25 +42,27 @@ pub(crate) fn check_row(
         ));
     }
     // The most messages any stream of a kind holds (reel.streams), against the steps the
-    // row counts for that kind.
+    // row counts for that kind. A file without the record (written before it existed) is
+    // not judged on counts.
+    let Some(streams) = reader.metadata().get(keys::STREAMS_RECORD) else {
+        return Ok(());
+    };
     let mut most: HashMap<String, u64> = HashMap::new();
-    if let Some(streams) = reader.metadata().get(keys::STREAMS_RECORD) {
-        for (topic, grid) in streams {
-            let Ok(channel) = reader.channel(topic) else {
-                continue;
-            };
-            let kind = channel
-                .metadata
-                .get(keys::KIND)
-                .cloned()
-                .unwrap_or_default();
-            let count = serde_json::from_str::<serde_json::Value>(grid)
-                .ok()
-                .and_then(|g| g.get("count").and_then(serde_json::Value::as_u64))
-                .unwrap_or(0);
-            let entry = most.entry(kind).or_default();
-            *entry = (*entry).max(count);
-        }
+    for (topic, grid) in streams {
+        let Ok(channel) = reader.channel(topic) else {
+            continue;
+        };
+        let kind = channel
+            .metadata
+            .get(keys::KIND)
+            .cloned()
+            .unwrap_or_default();
+        let count = serde_json::from_str::<serde_json::Value>(grid)
+            .ok()
+            .and_then(|g| g.get("count").and_then(serde_json::Value::as_u64))
+            .unwrap_or(0);
+        let entry = most.entry(kind).or_default();
+        *entry = (*entry).max(count);
     }
     for (kind, steps) in [
         ("camera", row.camera_frames()),
