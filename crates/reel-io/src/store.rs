@@ -87,9 +87,8 @@ impl Store {
 
     /// [`Store::open_existing`] with explicit options.
     pub fn open_existing_with(uri: &str, options: &StoreOptions) -> Result<Self> {
-        if !uri.starts_with("s3://") {
-            let path = uri.strip_prefix("file://").unwrap_or(uri);
-            let path = std::path::Path::new(if path.is_empty() { "." } else { path });
+        if let Some(path) = local_folder(uri) {
+            let path = std::path::Path::new(path);
             if !path.exists() {
                 return Err(Error::NotFound {
                     name: format!("store folder {}", path.display()),
@@ -116,8 +115,7 @@ impl Store {
         let (op, is_local) = if let Some(rest) = uri.strip_prefix("s3://") {
             (s3_operator(rest, options).map_err(invalid)?, false)
         } else {
-            let path = uri.strip_prefix("file://").unwrap_or(uri);
-            let path = if path.is_empty() { "." } else { path };
+            let path = local_folder(uri).unwrap_or(".");
             let root = std::path::absolute(path).map_err(|e| invalid(e.to_string()))?;
             let builder = opendal::services::Fs::default().root(&root.to_string_lossy());
             local_root = Some(root.clone());
@@ -196,17 +194,9 @@ impl Store {
                 name: folder.display().to_string(),
                 source,
             };
-            removed += crate::remove_stale_temporaries(&folder, None)
-                .map_err(io_err)?
-                .len();
-            let Ok(entries) = std::fs::read_dir(&folder) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    folders.push(entry.path());
-                }
-            }
+            let sweep = crate::stale::sweep(&folder, None).map_err(io_err)?;
+            removed += sweep.removed.len();
+            folders.extend(sweep.folders);
         }
         Ok(removed)
     }
@@ -578,6 +568,16 @@ pub fn split_object_uri(uri: &str) -> Result<(String, String)> {
         None => parent.to_owned(),
     };
     Ok((store, key.to_owned()))
+}
+
+/// The folder a local store URI names (`/data/eps`, `file:///data/eps`, empty for the
+/// current folder); `None` for an S3 URI.
+fn local_folder(uri: &str) -> Option<&str> {
+    if uri.starts_with("s3://") {
+        return None;
+    }
+    let path = uri.strip_prefix("file://").unwrap_or(uri);
+    Some(if path.is_empty() { "." } else { path })
 }
 
 /// Opens the object at `uri` (local path or S3 URI) as a byte source, through opendal.

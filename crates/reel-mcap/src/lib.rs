@@ -286,6 +286,25 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// anything is allocated for it; real writers make chunks of a few MiB.
 pub(crate) const MAX_CHUNK_BYTES: u64 = 1 << 30;
 
+/// Chunks already read from one file, so a chunk that repeats an earlier one byte for
+/// byte (a writer or copy fault) is read once: its messages would otherwise be doubled.
+#[derive(Debug, Default)]
+pub(crate) struct ChunksSeen(std::collections::HashSet<(u64, u64, u64, u32, usize, u32)>);
+
+impl ChunksSeen {
+    /// Whether this chunk (header and compressed bytes) repeats one seen before; records it.
+    pub(crate) fn repeats(&mut self, header: &mcap::records::ChunkHeader, data: &[u8]) -> bool {
+        !self.0.insert((
+            header.message_start_time,
+            header.message_end_time,
+            header.uncompressed_size,
+            header.uncompressed_crc,
+            data.len(),
+            crc32fast::hash(data),
+        ))
+    }
+}
+
 /// The records of a chunk, owned. mcap's own chunk reader allocates what a damaged header
 /// or record claims before it can check the chunk's CRC (an exabyte allocation aborts the
 /// process), so the chunk is decompressed whole here, bounded by its claimed size (at most

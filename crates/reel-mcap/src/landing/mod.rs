@@ -353,20 +353,12 @@ fn push_mcap(
     };
     let mut channels = mcap::read::ChannelAccumulator::default();
     let mut metadata = BTreeMap::new();
-    let mut chunks_seen = std::collections::HashSet::new();
+    let mut chunks_seen = crate::ChunksSeen::default();
     let mut duplicate_chunks = 0;
     for record in mcap::read::LinearReader::new(bytes).map_err(mcap_err)? {
         match record.map_err(mcap_err)? {
             Record::Chunk { header, data } => {
-                let identity = (
-                    header.message_start_time,
-                    header.message_end_time,
-                    header.uncompressed_size,
-                    header.uncompressed_crc,
-                    data.len(),
-                    crc32fast::hash(&data),
-                );
-                if !chunks_seen.insert(identity) {
+                if chunks_seen.repeats(&header, &data) {
                     duplicate_chunks += 1;
                     continue;
                 }

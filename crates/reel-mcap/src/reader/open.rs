@@ -199,17 +199,11 @@ impl<S: ByteSource> EpisodeReader<S> {
             source,
         };
         let mut scan = Scan::default();
-        let mut chunks_seen = std::collections::HashSet::new();
+        let mut chunks_seen = crate::ChunksSeen::default();
         for record in mcap::read::LinearReader::new(&bytes).map_err(mcap_err)? {
             match record.map_err(mcap_err)? {
                 Record::Chunk { header, data } => {
-                    let identity = (
-                        header.message_start_time,
-                        header.uncompressed_crc,
-                        data.len(),
-                        crc32fast::hash(&data),
-                    );
-                    if !chunks_seen.insert(identity) {
+                    if chunks_seen.repeats(&header, &data) {
                         continue;
                     }
                     for inner in crate::chunk_records(&name, header, &data)? {
