@@ -96,6 +96,22 @@ pub struct H264Encoder {
     next_index: i64,
 }
 
+/// The instruction sets x264 may use, where its own choice would make output depend on
+/// more than the input. x264's AVX-512 code reads memory it did not write: an encoder
+/// opened after others in one process (a second camera, a second episode) coded the same
+/// frames to different bytes run to run. Its AVX2 code is byte-reproducible and as fast
+/// (docs/BENCHMARKS.md), so CPUs with AVX-512 get AVX2; the others keep x264's choice.
+fn x264_cpu_override() -> Option<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx2")
+    {
+        // x264's names are cumulative ("AVX2" includes SSE2 to BMI2); "Cache64" restores
+        // the cache-line hint its own detection would set.
+        return Some("AVX2,Cache64");
+    }
+    None
+}
+
 /// The size a frame of `width` x `height` is coded at: the next even size.
 pub fn coded_size(width: usize, height: usize) -> (usize, usize) {
     (width + width % 2, height + height % 2)
@@ -150,8 +166,10 @@ impl H264Encoder {
         options.set(
             "x264-params",
             &format!(
-                "keyint={0}:min-keyint={0}:scenecut=0:repeat-headers=1:bframes={1}",
-                config.gop, config.b_frames
+                "keyint={0}:min-keyint={0}:scenecut=0:repeat-headers=1:bframes={1}{2}",
+                config.gop,
+                config.b_frames,
+                x264_cpu_override().map_or(String::new(), |cpu| format!(":asm={cpu}")),
             ),
         );
         let encoder = context
