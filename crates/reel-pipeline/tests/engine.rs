@@ -513,3 +513,43 @@ fn two_recordings_under_one_episode_id_never_become_one() {
         .expect("runs");
     assert_eq!(again.quarantined.len(), 1);
 }
+
+#[test]
+fn a_run_removes_the_stale_temporaries_of_killed_runs_and_only_those() {
+    let f = fixture(1);
+    let root = f._dir.path().join("store");
+    let long_ago = std::time::SystemTime::now() - reel_io::STALE_ANYWAY * 2;
+    let plant = |key: &str, modified: std::time::SystemTime| {
+        let path = root.join(key);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+        let file = std::fs::File::create(&path).expect("create");
+        file.set_modified(modified).expect("mtime");
+        path
+    };
+    // What killed writers of each kind of output leave, a day old.
+    let stale: Vec<_> = [
+        "canonical/.ep-x.mcap.tmp-4000001-1-0",
+        "claims/.ep-x.json.tmp-4000001-1-0",
+        "episodes/.part-b-1.0.parquet.tmp-4000001-1-0",
+        "labels/motion/.ep-x.json.tmp-4000001-1-0",
+        "quarantine/.ep-x.json.tmp-4000001-1-0",
+        "state/canonical/.b@1.0.json.tmp-4000001-1-0",
+    ]
+    .into_iter()
+    .map(|key| plant(key, long_ago))
+    .collect();
+    // A write in flight: this process is its writer, and it is fresh.
+    let live = plant(
+        &format!("canonical/.ep-y.mcap.tmp-{}-1-0", std::process::id()),
+        std::time::SystemTime::now(),
+    );
+    let pipeline =
+        Pipeline::new(f.landing.clone(), f.store.clone(), config("1.0")).expect("pipeline");
+    pipeline
+        .run(&BatchSpec::single(&f.keys[0]), &RunOptions::default(), &|_| {})
+        .expect("runs");
+    for path in &stale {
+        assert!(!path.exists(), "{} was left", path.display());
+    }
+    assert!(live.exists(), "a live writer's temporary was removed");
+}

@@ -94,9 +94,16 @@ impl Pipeline {
             // Enricher names become label keys: `labels/<enricher>/<episode>.json`.
             check_segment("enricher name", enricher.name())?;
         }
-        // Records of a run killed mid-write left temporaries behind: this run, the next of
-        // the same writer, removes the stale ones.
-        for prefix in ["state/", "labels/", "quarantine/"] {
+        // A run killed mid-write left temporaries behind: this run, the next of the same
+        // writer, removes the stale ones (one folder read each; S3 writes leave none).
+        for prefix in [
+            "canonical/",
+            "claims/",
+            "episodes/",
+            "labels/",
+            "quarantine/",
+            "state/",
+        ] {
             self.state.store().remove_stale_temporaries(prefix)?;
         }
         let mut report = BatchReport {
