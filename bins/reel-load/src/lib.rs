@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use reel_cache::{BlockCache, CacheConfig};
-use reel_io::{Store, split_object_uri};
+use reel_io::{Store, StoreOptions, split_object_uri};
 use reel_loader::{
     ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, SkippedEpisode,
     Sources,
@@ -149,7 +149,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(uri) => uri.clone(),
         None => split_object_uri(&args.manifest)?.0,
     };
-    let store = Store::open_existing(&store_uri)?;
     let (sources, cache) = match &args.cache {
         Some(dir) => {
             let capacity = match args.cache_gib {
@@ -157,10 +156,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 None => args.cache_capacity,
             };
             let config = CacheConfig::new(dir, capacity);
-            let cache = Arc::new(BlockCache::for_store(config, &store)?);
+            let cache =
+                BlockCache::for_existing_store(config, &store_uri, &StoreOptions::default())?;
+            if cache.store_missing() {
+                eprintln!(
+                    "reel-load: store folder {} is missing: serving what the cache holds",
+                    reel_io::redact(&store_uri)
+                );
+            }
+            let cache = Arc::new(cache);
             (Sources::Cache(Arc::clone(&cache)), Some(cache))
         }
-        None => (Sources::Store(store), None),
+        None => (Sources::Store(Store::open_existing(&store_uri)?), None),
     };
     let options = LoaderOptions {
         batch_size: args.batch_size,

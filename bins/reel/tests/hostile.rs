@@ -389,3 +389,84 @@ fn a_folder_or_a_missing_store_gets_a_plain_message() {
     assert!(help.starts_with("Compact the episode warehouse"), "{help}");
     assert!(!help.contains("SQL query"), "{help}");
 }
+
+#[test]
+fn a_store_folder_gone_still_serves_what_the_cache_holds() {
+    let dir = store();
+    let (manifest, spec) = (dir.join("manifest.arrow"), dir.join("spec.toml"));
+    let own = tempfile::tempdir().unwrap();
+    let copy = own.path().join("store");
+    for entry in walk(&dir.join("store")) {
+        let to = copy.join(entry.strip_prefix(dir.join("store")).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &to).unwrap();
+    }
+    let cache = own.path().join("cache");
+    let load = |store: &Path| {
+        reel(&[
+            "load",
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--spec",
+            spec.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+            "--cache",
+            cache.to_str().unwrap(),
+            "--shuffle",
+            "global",
+            "--batches",
+            "6",
+            "--dump",
+            "-q",
+        ])
+    };
+    let warm = load(&copy);
+    assert!(
+        warm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&warm.stderr)
+    );
+    std::fs::remove_dir_all(&copy).unwrap();
+
+    let cold = load(&copy);
+    let err = String::from_utf8_lossy(&cold.stderr);
+    assert!(cold.status.success(), "{err}");
+    assert!(
+        err.contains("is missing: serving what the cache holds"),
+        "{err}"
+    );
+    assert_eq!(cold.stdout, warm.stdout, "the same batches, from the cache");
+    assert!(!copy.exists(), "reading a store must not create it");
+
+    // Without a cache the same store is a plain error.
+    let out = reel(&[
+        "load",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+        "--store",
+        copy.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+}
+
+/// Every file under `root`.
+fn walk(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}

@@ -88,6 +88,7 @@ pub(crate) struct Inner {
     pub(crate) last_scan: Mutex<Option<Instant>>,
     temp_nonce: u64,
     temp_counter: AtomicU64,
+    store_missing: AtomicBool,
 }
 
 impl fmt::Debug for BlockCache {
@@ -167,6 +168,7 @@ impl BlockCache {
                 last_scan: Mutex::new(None),
                 temp_nonce,
                 temp_counter: AtomicU64::new(0),
+                store_missing: AtomicBool::new(false),
             }),
         })
     }
@@ -175,6 +177,42 @@ impl BlockCache {
     pub fn for_store(config: CacheConfig, store: &Store) -> Result<Self> {
         let name = store.uri().split('?').next().unwrap_or_default().to_owned();
         Self::new(config, store.operator().clone(), name)
+    }
+
+    /// Opens a cache in front of the store at `uri` to read from it, as
+    /// [`Store::open_existing`] does, except that a local store folder that is missing
+    /// (unmounted, removed) is no error: the cache then serves the objects it knows at
+    /// their recorded version, a miss is an error naming the object, and
+    /// [`BlockCache::store_missing`] is true. An S3 store that cannot be reached is
+    /// served the same way by [`BlockCache::object`].
+    pub fn for_existing_store(
+        mut config: CacheConfig,
+        uri: &str,
+        options: &reel_io::StoreOptions,
+    ) -> Result<Self> {
+        match Store::open_existing_with(uri, options) {
+            Ok(store) => Self::for_store(config, &store),
+            Err(reel_io::Error::NotFound { .. }) if !uri.starts_with("s3://") => {
+                // An always-empty folder stands in for the store (opening a local store
+                // creates its folder, which a reader must not); every miss finds nothing.
+                let stand_in = config.dirs[0].join("missing-store");
+                std::fs::create_dir_all(&stand_in)
+                    .map_err(|source| Error::io(&stand_in, source))?;
+                let store = Store::open(&stand_in.to_string_lossy())?;
+                config.trust_cached_metadata = true;
+                let name = reel_io::redact(uri.split('?').next().unwrap_or_default());
+                let cache = Self::new(config, store.operator().clone(), name)?;
+                cache.inner.store_missing.store(true, Ordering::Relaxed);
+                Ok(cache)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Whether the store's folder was missing when the cache was opened
+    /// ([`BlockCache::for_existing_store`]), so that only cached objects can be read.
+    pub fn store_missing(&self) -> bool {
+        self.inner.store_missing.load(Ordering::Relaxed)
     }
 
     /// The configuration the cache was opened with.
@@ -245,12 +283,20 @@ impl BlockCache {
         }
         let meta = match inner.remote.stat(path).await {
             Ok(m) => inner.meta_from_stat(path, &m),
-            Err(e) if e.kind() == opendal::ErrorKind::NotFound => {
-                return Err(reel_io::Error::NotFound {
-                    name: inner.name_of(path),
+            Err(e) if e.kind() == opendal::ErrorKind::NotFound => match recorded.clone() {
+                // Not found because the whole store is gone (a local folder unmounted
+                // or removed): as unreachable as a server that is down.
+                Some(meta) if inner.remote_folder_gone() => {
+                    add(&inner.counters.get_errors, 1);
+                    meta
                 }
-                .into());
-            }
+                _ => {
+                    return Err(reel_io::Error::NotFound {
+                        name: inner.name_of(path),
+                    }
+                    .into());
+                }
+            },
             Err(e) => match recorded.clone() {
                 Some(meta) => {
                     add(&inner.counters.get_errors, 1);
@@ -389,6 +435,13 @@ impl ByteSource for CachedObject {
 }
 
 impl Inner {
+    /// Whether the remote is a local folder that is no longer there. (opendal answers a
+    /// `stat` of the root itself without asking the service, so ask the file system.)
+    fn remote_folder_gone(&self) -> bool {
+        let info = self.remote.info();
+        info.scheme() == "fs" && !Path::new(&*info.root()).exists()
+    }
+
     pub(crate) fn name_of(&self, path: &str) -> String {
         format!("{}/{path}", self.remote_name.trim_end_matches('/'))
     }

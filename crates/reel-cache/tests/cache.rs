@@ -315,6 +315,68 @@ fn remote_down_hits_are_served_and_misses_name_the_object() {
 }
 
 #[test]
+fn a_local_store_gone_is_down_not_empty() {
+    let remote = tempfile::tempdir().unwrap();
+    let root = remote.path().join("store");
+    let store = local_store(&root);
+    let data = pattern(4 * BLOCK as usize, 12);
+    store.write_atomic("ep-1.mcap", data.clone()).unwrap();
+    store.write_atomic("ep-2.mcap", data.clone()).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = BlockCache::for_store(config(cache_dir.path(), 1 << 30), &store).unwrap();
+    let seen = cache.object("ep-1.mcap").unwrap();
+    seen.read_range(0..2 * BLOCK).unwrap();
+
+    // One object removed while its store is there: gone, whatever the cache holds.
+    std::fs::remove_file(root.join("ep-2.mcap")).unwrap();
+    let err = cache.object("ep-2.mcap").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            reel_cache::Error::Source(reel_io::Error::NotFound { .. })
+        ),
+        "{err:?}"
+    );
+
+    // The whole folder gone (unmounted, removed): cached blocks are still served.
+    std::fs::remove_dir_all(&root).unwrap();
+    let object = cache.object("ep-1.mcap").unwrap();
+    assert_eq!(
+        &object.read_range(10..2 * BLOCK).unwrap()[..],
+        &data[10..2 * BLOCK as usize]
+    );
+    let err = object.read_range(2 * BLOCK..3 * BLOCK).unwrap_err();
+    assert!(err.to_string().contains("ep-1.mcap"), "{err}");
+
+    // A reader opened after it went: the same, and the folder is not created again.
+    let uri = root.to_str().unwrap();
+    let reopened =
+        BlockCache::for_existing_store(config(cache_dir.path(), 1 << 30), uri, &Default::default())
+            .unwrap();
+    assert!(reopened.store_missing());
+    let object = reopened.object("ep-1.mcap").unwrap();
+    assert_eq!(
+        &object.read_range(0..2 * BLOCK).unwrap()[..],
+        &data[..2 * BLOCK as usize]
+    );
+    let err = object.read_range(3 * BLOCK..4 * BLOCK).unwrap_err();
+    assert!(
+        err.to_string().contains(&format!("{uri}/ep-1.mcap")),
+        "{err}"
+    );
+    let err = reopened.object("ep-3.mcap").unwrap_err();
+    assert!(err.to_string().contains("ep-3.mcap"), "{err}");
+    assert!(!root.exists());
+    // With the folder there, the cache is an ordinary one.
+    let store = local_store(&root);
+    store.write_atomic("ep-1.mcap", data.clone()).unwrap();
+    let present =
+        BlockCache::for_existing_store(config(cache_dir.path(), 1 << 30), uri, &Default::default())
+            .unwrap();
+    assert!(!present.store_missing());
+}
+
+#[test]
 fn faults_injected_by_the_chaos_layer_are_retried() {
     let remote = tempfile::tempdir().unwrap();
     let store = local_store(remote.path());

@@ -546,7 +546,11 @@ fn a_run_removes_the_stale_temporaries_of_killed_runs_and_only_those() {
     let pipeline =
         Pipeline::new(f.landing.clone(), f.store.clone(), config("1.0")).expect("pipeline");
     pipeline
-        .run(&BatchSpec::single(&f.keys[0]), &RunOptions::default(), &|_| {})
+        .run(
+            &BatchSpec::single(&f.keys[0]),
+            &RunOptions::default(),
+            &|_| {},
+        )
         .expect("runs");
     for path in &stale {
         assert!(!path.exists(), "{} was left", path.display());

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use reel_cache::{BlockCache, CacheConfig};
-use reel_io::{Store, split_object_uri};
+use reel_io::{Store, StoreOptions, split_object_uri};
 use reel_loader::{Batches, LoaderOptions, LoaderState, Shuffle, Sources};
 
 use crate::errors::{OrRaise, bad_input};
@@ -97,14 +97,23 @@ impl NativeLoader {
                 Some(uri) => uri,
                 None => split_object_uri(&manifest).or_raise()?.0,
             };
-            let store = Store::open_existing(&store_uri).or_raise()?;
             let (sources, cache) = match cache {
                 Some(dir) => {
+                    // A store folder that is gone still serves what the cache holds.
                     let config = CacheConfig::new(dir, cache_capacity);
-                    let cache = Arc::new(BlockCache::for_store(config, &store).or_raise()?);
+                    let cache = BlockCache::for_existing_store(
+                        config,
+                        &store_uri,
+                        &StoreOptions::default(),
+                    )
+                    .or_raise()?;
+                    let cache = Arc::new(cache);
                     (Sources::Cache(Arc::clone(&cache)), Some(cache))
                 }
-                None => (Sources::Store(store), None),
+                None => (
+                    Sources::Store(Store::open_existing(&store_uri).or_raise()?),
+                    None,
+                ),
             };
             let loader = reel_loader::Loader::new(opened, &spec, sources, options).or_raise()?;
             Ok(Self {

@@ -4,6 +4,7 @@ exact resume, disjoint shards, clear errors, corrupt episodes skipped."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -229,3 +230,26 @@ def test_len_and_epochs(store):
     assert loader.epoch == 1
     loader.set_epoch(0)
     assert loader.state_dict()["batch"] == 0
+
+
+def test_a_store_folder_gone_still_serves_what_the_cache_holds(store, tmp_path):
+    copy = tmp_path / "store"
+    shutil.copytree(store["dir"], copy)
+    cache = tmp_path / "cache"
+
+    def batches(store_dir):
+        loader = reel.Loader(store["manifest"], store["spec"], str(store_dir), cache=str(cache),
+                             batch_size=4, shuffle="global", seed=3)
+        return [{k: v.copy() for k, v in b.items()} for b in loader]
+
+    warm = batches(copy)
+    shutil.rmtree(copy)
+    cold = batches(copy)
+    assert len(cold) == len(warm) > 0
+    for a, b in zip(warm, cold):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert not copy.exists(), "reading a store must not create it"
+    with pytest.raises(reel.ReelError, match="not found"):
+        reel.Loader(store["manifest"], store["spec"], str(copy))
