@@ -175,6 +175,13 @@ impl NativeLoader {
         self.loader.host_memory().is_pinned()
     }
 
+    /// Whether the store's folder was missing at opening, so only what the cache holds
+    /// can be served.
+    #[getter]
+    fn store_missing(&self) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.store_missing())
+    }
+
     /// The episode id of manifest row `row`.
     fn episode_id(&self, row: usize) -> PyResult<String> {
         let manifest = self.loader.manifest();

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Iterator, Mapping
 
 from . import _reel
@@ -134,6 +135,12 @@ class Loader:
             channels_first=layout == LEROBOT,
             max_skipped=max_skipped,
         )
+        if self._native.store_missing:
+            folder = "beside the manifest" if store is None else os.fspath(store)
+            warnings.warn(
+                f"store folder {folder} is missing: serving what the cache holds",
+                stacklevel=2,
+            )
         self._config = {
             "seed": seed,
             "batch_size": batch_size,
