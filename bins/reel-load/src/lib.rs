@@ -6,13 +6,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
-use reel_cache::{BlockCache, CacheConfig};
-use reel_io::{Store, StoreOptions, split_object_uri};
+use reel_cache::CacheConfig;
+use reel_io::{StoreOptions, split_object_uri};
 use reel_loader::{
     ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, SkippedEpisode,
     Sources,
@@ -149,26 +148,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(uri) => uri.clone(),
         None => split_object_uri(&args.manifest)?.0,
     };
-    let (sources, cache) = match &args.cache {
-        Some(dir) => {
-            let capacity = match args.cache_gib {
-                Some(gib) => (gib * (1u64 << 30) as f64) as u64,
-                None => args.cache_capacity,
-            };
-            let config = CacheConfig::new(dir, capacity);
-            let cache =
-                BlockCache::for_existing_store(config, &store_uri, &StoreOptions::default())?;
-            if cache.store_missing() {
-                eprintln!(
-                    "reel-load: store folder {} is missing: serving what the cache holds",
-                    reel_io::redact(&store_uri)
-                );
-            }
-            let cache = Arc::new(cache);
-            (Sources::Cache(Arc::clone(&cache)), Some(cache))
-        }
-        None => (Sources::Store(Store::open_existing(&store_uri)?), None),
-    };
+    let cache = args.cache.as_ref().map(|dir| {
+        let capacity = match args.cache_gib {
+            Some(gib) => (gib * (1u64 << 30) as f64) as u64,
+            None => args.cache_capacity,
+        };
+        CacheConfig::new(dir, capacity)
+    });
+    let sources = Sources::open_store(&store_uri, &StoreOptions::default(), cache)?;
+    let cache = sources.cache().cloned();
+    if cache.as_ref().is_some_and(|c| c.store_missing()) {
+        eprintln!(
+            "reel-load: store folder {} is missing: serving what the cache holds",
+            reel_io::redact(&store_uri)
+        );
+    }
     let options = LoaderOptions {
         batch_size: args.batch_size,
         workers: args.jobs,

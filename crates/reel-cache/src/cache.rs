@@ -23,6 +23,11 @@ use crate::{CacheConfig, Error, Result};
 
 /// How long a block's last-use time may lag: a hit rewrites the block's mtime only when
 /// it is older than this, so hot blocks do not cost a metadata write per read.
+/// How a store's URI names its objects in errors: without its query (options, secrets).
+fn remote_name(uri: &str) -> String {
+    uri.split('?').next().unwrap_or_default().to_owned()
+}
+
 const TOUCH_INTERVAL: Duration = Duration::from_secs(60);
 
 /// A node-local, read-through block cache in front of one remote store.
@@ -88,7 +93,8 @@ pub(crate) struct Inner {
     pub(crate) last_scan: Mutex<Option<Instant>>,
     temp_nonce: u64,
     temp_counter: AtomicU64,
-    store_missing: AtomicBool,
+    /// The store's folder was missing at opening: only cached objects can be read.
+    store_missing: bool,
 }
 
 impl fmt::Debug for BlockCache {
@@ -121,6 +127,15 @@ impl BlockCache {
         config: CacheConfig,
         remote: Operator,
         remote_name: impl Into<String>,
+    ) -> Result<Self> {
+        Self::open(config, remote, remote_name.into(), false)
+    }
+
+    fn open(
+        config: CacheConfig,
+        remote: Operator,
+        remote_name: String,
+        store_missing: bool,
     ) -> Result<Self> {
         config
             .validate()
@@ -160,7 +175,7 @@ impl BlockCache {
                 open_blocks: OpenBlocks::new(config.open_blocks),
                 config,
                 remote,
-                remote_name: remote_name.into(),
+                remote_name,
                 flights: Mutex::new(HashMap::new()),
                 counters: Counters::default(),
                 written_since_scan: AtomicU64::new(0),
@@ -168,15 +183,14 @@ impl BlockCache {
                 last_scan: Mutex::new(None),
                 temp_nonce,
                 temp_counter: AtomicU64::new(0),
-                store_missing: AtomicBool::new(false),
+                store_missing,
             }),
         })
     }
 
     /// Opens a cache in front of a [`Store`] (a local folder or an S3 prefix).
     pub fn for_store(config: CacheConfig, store: &Store) -> Result<Self> {
-        let name = store.uri().split('?').next().unwrap_or_default().to_owned();
-        Self::new(config, store.operator().clone(), name)
+        Self::new(config, store.operator().clone(), remote_name(store.uri()))
     }
 
     /// Opens a cache in front of the store at `uri` to read from it, as
@@ -192,7 +206,8 @@ impl BlockCache {
     ) -> Result<Self> {
         match Store::open_existing_with(uri, options) {
             Ok(store) => Self::for_store(config, &store),
-            Err(reel_io::Error::NotFound { .. }) if !uri.starts_with("s3://") => {
+            // Only a local folder can be missing (an S3 store is not asked at opening).
+            Err(reel_io::Error::NotFound { .. }) => {
                 // An always-empty folder stands in for the store (opening a local store
                 // creates its folder, which a reader must not); every miss finds nothing.
                 let stand_in = config.dirs[0].join("missing-store");
@@ -200,10 +215,7 @@ impl BlockCache {
                     .map_err(|source| Error::io(&stand_in, source))?;
                 let store = Store::open(&stand_in.to_string_lossy())?;
                 config.trust_cached_metadata = true;
-                let name = reel_io::redact(uri.split('?').next().unwrap_or_default());
-                let cache = Self::new(config, store.operator().clone(), name)?;
-                cache.inner.store_missing.store(true, Ordering::Relaxed);
-                Ok(cache)
+                Self::open(config, store.operator().clone(), remote_name(uri), true)
             }
             Err(e) => Err(e.into()),
         }
@@ -212,7 +224,7 @@ impl BlockCache {
     /// Whether the store's folder was missing when the cache was opened
     /// ([`BlockCache::for_existing_store`]), so that only cached objects can be read.
     pub fn store_missing(&self) -> bool {
-        self.inner.store_missing.load(Ordering::Relaxed)
+        self.inner.store_missing
     }
 
     /// The configuration the cache was opened with.

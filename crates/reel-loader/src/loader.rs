@@ -9,8 +9,8 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use reel_cache::BlockCache;
-use reel_io::{ByteSource, MmapSource, Store};
+use reel_cache::{BlockCache, CacheConfig};
+use reel_io::{ByteSource, MmapSource, Store, StoreOptions};
 use reel_manifest::Manifest;
 use reel_mcap::{DecodedGop, EpisodeReader};
 use reel_video::RgbConversion;
@@ -33,6 +33,31 @@ pub enum Sources {
 }
 
 impl Sources {
+    /// The sources of a reader of the store at `uri`: the store itself, or the block cache
+    /// `cache` describes in front of it. Without a cache a missing local store folder is an
+    /// error; with one, the cache serves what it holds
+    /// ([`BlockCache::for_existing_store`]; [`BlockCache::store_missing`] tells).
+    pub fn open_store(
+        uri: &str,
+        options: &StoreOptions,
+        cache: Option<CacheConfig>,
+    ) -> Result<Self> {
+        Ok(match cache {
+            Some(config) => Self::Cache(Arc::new(BlockCache::for_existing_store(
+                config, uri, options,
+            )?)),
+            None => Self::Store(Store::open_existing_with(uri, options)?),
+        })
+    }
+
+    /// The block cache, when reads go through one.
+    pub fn cache(&self) -> Option<&Arc<BlockCache>> {
+        match self {
+            Self::Cache(cache) => Some(cache),
+            Self::Store(_) => None,
+        }
+    }
+
     /// The object at `uri` (a key inside the store) as a byte source: a local file is
     /// memory-mapped.
     pub fn open(&self, uri: &str) -> Result<Box<dyn ByteSource>> {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use reel_cache::{BlockCache, CacheConfig};
-use reel_io::{Store, StoreOptions, split_object_uri};
+use reel_io::{StoreOptions, split_object_uri};
 use reel_loader::{Batches, LoaderOptions, LoaderState, Shuffle, Sources};
 
 use crate::errors::{OrRaise, bad_input};
@@ -97,24 +97,11 @@ impl NativeLoader {
                 Some(uri) => uri,
                 None => split_object_uri(&manifest).or_raise()?.0,
             };
-            let (sources, cache) = match cache {
-                Some(dir) => {
-                    // A store folder that is gone still serves what the cache holds.
-                    let config = CacheConfig::new(dir, cache_capacity);
-                    let cache = BlockCache::for_existing_store(
-                        config,
-                        &store_uri,
-                        &StoreOptions::default(),
-                    )
-                    .or_raise()?;
-                    let cache = Arc::new(cache);
-                    (Sources::Cache(Arc::clone(&cache)), Some(cache))
-                }
-                None => (
-                    Sources::Store(Store::open_existing(&store_uri).or_raise()?),
-                    None,
-                ),
-            };
+            // With a cache, a store folder that is gone still serves what the cache holds.
+            let cache = cache.map(|dir| CacheConfig::new(dir, cache_capacity));
+            let sources =
+                Sources::open_store(&store_uri, &StoreOptions::default(), cache).or_raise()?;
+            let cache = sources.cache().cloned();
             let loader = reel_loader::Loader::new(opened, &spec, sources, options).or_raise()?;
             Ok(Self {
                 loader,
