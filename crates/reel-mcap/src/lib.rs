@@ -286,14 +286,44 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// anything is allocated for it; real writers make chunks of a few MiB.
 pub(crate) const MAX_CHUNK_BYTES: u64 = 1 << 30;
 
+/// Reads the records of an MCAP file's data in order, handing each to `record`: a
+/// chunk's records in its place (see [`chunk_records`]), a chunk that repeats an earlier
+/// one byte for byte (a writer or copy fault) skipped, so its messages are not doubled.
+/// Returns how many chunks were skipped.
+pub(crate) fn for_each_record(
+    name: &str,
+    bytes: &[u8],
+    mut record: impl FnMut(mcap::records::Record<'_>) -> Result<()>,
+) -> Result<u64> {
+    let mcap_err = |source| Error::Mcap {
+        name: name.to_owned(),
+        source,
+    };
+    let mut chunks_seen = ChunksSeen::default();
+    let mut repeated = 0;
+    for next in mcap::read::LinearReader::new(bytes).map_err(mcap_err)? {
+        match next.map_err(mcap_err)? {
+            mcap::records::Record::Chunk { header, data } => {
+                if chunks_seen.repeats(&header, &data) {
+                    repeated += 1;
+                } else {
+                    chunk_records(name, header, &data, &mut record)?;
+                }
+            }
+            other => record(other)?,
+        }
+    }
+    Ok(repeated)
+}
+
 /// Chunks already read from one file, so a chunk that repeats an earlier one byte for
 /// byte (a writer or copy fault) is read once: its messages would otherwise be doubled.
 #[derive(Debug, Default)]
-pub(crate) struct ChunksSeen(std::collections::HashSet<(u64, u64, u64, u32, usize, u32)>);
+struct ChunksSeen(std::collections::HashSet<(u64, u64, u64, u32, usize, u32)>);
 
 impl ChunksSeen {
     /// Whether this chunk (header and compressed bytes) repeats one seen before; records it.
-    pub(crate) fn repeats(&mut self, header: &mcap::records::ChunkHeader, data: &[u8]) -> bool {
+    fn repeats(&mut self, header: &mcap::records::ChunkHeader, data: &[u8]) -> bool {
         !self.0.insert((
             header.message_start_time,
             header.message_end_time,
@@ -305,16 +335,17 @@ impl ChunksSeen {
     }
 }
 
-/// The records of a chunk, owned. mcap's own chunk reader allocates what a damaged header
+/// Hands the records of a chunk to `record`. mcap's own chunk reader allocates what a damaged header
 /// or record claims before it can check the chunk's CRC (an exabyte allocation aborts the
 /// process), so the chunk is decompressed whole here, bounded by its claimed size (at most
 /// [`MAX_CHUNK_BYTES`]), its CRC checked, and only then are its records read, each bounded
 /// by the chunk.
-pub(crate) fn chunk_records(
+fn chunk_records(
     name: &str,
     header: mcap::records::ChunkHeader,
     data: &[u8],
-) -> Result<Vec<mcap::records::Record<'static>>> {
+    mut record: impl FnMut(mcap::records::Record<'_>) -> Result<()>,
+) -> Result<()> {
     let corrupt = |reason: String| Error::Corrupt {
         name: name.to_owned(),
         reason,
@@ -353,14 +384,11 @@ pub(crate) fn chunk_records(
     if header.uncompressed_crc != 0 && crc32fast::hash(&uncompressed) != header.uncompressed_crc {
         return Err(corrupt("a chunk fails its CRC".into()));
     }
-    mcap::read::LinearReader::sans_magic(&uncompressed)
-        .map(|record| {
-            record
-                .map(|r| r.into_owned())
-                .map_err(|source| Error::Mcap {
-                    name: name.to_owned(),
-                    source,
-                })
-        })
-        .collect()
+    for next in mcap::read::LinearReader::sans_magic(&uncompressed) {
+        record(next.map_err(|source| Error::Mcap {
+            name: name.to_owned(),
+            source,
+        })?)?;
+    }
+    Ok(())
 }

@@ -346,34 +346,18 @@ fn push_mcap(
     name: &str,
     bytes: &[u8],
 ) -> Result<(MetadataRecords, u64)> {
-    use mcap::records::Record;
-    let mcap_err = |source| Error::Mcap {
-        name: name.to_owned(),
-        source,
-    };
     let mut channels = mcap::read::ChannelAccumulator::default();
     let mut metadata = BTreeMap::new();
-    let mut chunks_seen = crate::ChunksSeen::default();
-    let mut duplicate_chunks = 0;
-    for record in mcap::read::LinearReader::new(bytes).map_err(mcap_err)? {
-        match record.map_err(mcap_err)? {
-            Record::Chunk { header, data } => {
-                if chunks_seen.repeats(&header, &data) {
-                    duplicate_chunks += 1;
-                    continue;
-                }
-                for inner in crate::chunk_records(name, header, &data)? {
-                    push_record(assembler, &mut channels, inner).map_err(mcap_err)?;
-                }
-            }
-            Record::Metadata(record) => {
-                metadata.insert(record.name, record.metadata);
-            }
-            record => {
-                push_record(assembler, &mut channels, record.into_owned()).map_err(mcap_err)?
-            }
+    let duplicate_chunks = crate::for_each_record(name, bytes, |record| {
+        if let mcap::records::Record::Metadata(record) = record {
+            metadata.insert(record.name, record.metadata);
+            return Ok(());
         }
-    }
+        push_record(assembler, &mut channels, record).map_err(|source| Error::Mcap {
+            name: name.to_owned(),
+            source,
+        })
+    })?;
     Ok((metadata, duplicate_chunks))
 }
 
@@ -382,11 +366,11 @@ fn push_mcap(
 fn push_record(
     assembler: &mut Assembler<'_>,
     channels: &mut mcap::read::ChannelAccumulator<'static>,
-    record: mcap::records::Record<'static>,
+    record: mcap::records::Record<'_>,
 ) -> std::result::Result<(), mcap::McapError> {
     use mcap::records::Record;
     match record {
-        Record::Schema { header, data } => channels.add_schema(header, data),
+        Record::Schema { header, data } => channels.add_schema_from_slice(header, &data),
         Record::Channel(channel) => channels.add_channel(channel),
         Record::Message { header, data } => {
             let channel =

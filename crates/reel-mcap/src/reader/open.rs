@@ -44,6 +44,11 @@ impl<S: ByteSource> Tail<'_, S> {
             Ok(self.source.read_range(range)?)
         }
     }
+
+    /// The whole file, when the tail read already holds it (a small file).
+    fn whole(&self, len: u64) -> Option<Bytes> {
+        (self.start == 0 && self.bytes.len() as u64 == len).then(|| self.bytes.clone())
+    }
 }
 
 impl<S: ByteSource> EpisodeReader<S> {
@@ -81,7 +86,8 @@ impl<S: ByteSource> EpisodeReader<S> {
         let summary_start = le_u64(&end[9..17]);
         let summary_crc = u32::from_le_bytes([end[25], end[26], end[27], end[28]]);
         if summary_start == 0 {
-            return Self::open_scanned(source, name, "no summary section".into());
+            let whole = tail.whole(len);
+            return Self::open_scanned(source, name, "no summary section".into(), whole);
         }
         if summary_start >= len {
             return Err(Error::Corrupt {
@@ -110,15 +116,18 @@ impl<S: ByteSource> EpisodeReader<S> {
         if summary_crc != 0 {
             let computed = crc32fast::hash(&tail.get(summary_start..crc_end)?);
             if computed != summary_crc {
+                let whole = tail.whole(len);
                 return Self::open_scanned(
                     source,
                     name,
                     format!("summary CRC {computed:#010x} is not the footer's {summary_crc:#010x}"),
+                    whole,
                 );
             }
         }
         if tail.start == 0 && tail.bytes.get(..MAGIC.len()) != Some(MAGIC) {
-            return Self::open_scanned(source, name, "no MCAP magic at the start".into());
+            let whole = tail.whole(len);
+            return Self::open_scanned(source, name, "no MCAP magic at the start".into(), whole);
         }
 
         let mut reader = SummaryReader::new_with_options(
@@ -147,7 +156,8 @@ impl<S: ByteSource> EpisodeReader<S> {
             }
         }
         let Some(summary) = reader.finish() else {
-            return Self::open_scanned(source, name, "no summary section".into());
+            let whole = tail.whole(len);
+            return Self::open_scanned(source, name, "no summary section".into(), whole);
         };
 
         let mut metadata = BTreeMap::new();
@@ -188,31 +198,20 @@ impl<S: ByteSource> EpisodeReader<S> {
         })
     }
 
-    /// Reads the whole file and scans it, because its summary is absent or not to be
+    /// Reads the whole file (unless `in_hand` is already all of it) and scans it, because its summary is absent or not to be
     /// trusted (`why`, kept as a warning). A chunk that repeats an earlier one byte for
     /// byte is read once.
-    fn open_scanned(source: S, name: String, why: String) -> Result<Self> {
+    fn open_scanned(source: S, name: String, why: String, in_hand: Option<Bytes>) -> Result<Self> {
         let len = source.len()?;
-        let bytes = source.read_range(0..len)?;
-        let mcap_err = |source| Error::Mcap {
-            name: name.clone(),
-            source,
+        let bytes = match in_hand {
+            Some(bytes) => bytes,
+            None => source.read_range(0..len)?,
         };
         let mut scan = Scan::default();
-        let mut chunks_seen = crate::ChunksSeen::default();
-        for record in mcap::read::LinearReader::new(&bytes).map_err(mcap_err)? {
-            match record.map_err(mcap_err)? {
-                Record::Chunk { header, data } => {
-                    if chunks_seen.repeats(&header, &data) {
-                        continue;
-                    }
-                    for inner in crate::chunk_records(&name, header, &data)? {
-                        scan.record(inner);
-                    }
-                }
-                other => scan.record(other),
-            }
-        }
+        crate::for_each_record(&name, &bytes, |record| {
+            scan.record(record);
+            Ok(())
+        })?;
         let Scan {
             channels,
             mut messages,
