@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::batch::Batch;
 use crate::error::{LoaderError, Result};
-use crate::loader::{Batches, LoadStats, Loader, LoaderState, SkippedEpisode};
+use crate::loader::{Batches, LoadStats, Loader, LoaderState, SkippedEpisode, tally_skipped};
 
 impl Loader {
     /// Batches from `state` on, rolling over into epoch after epoch: endless, so take
@@ -32,7 +32,6 @@ pub struct Epochs {
     current: Option<Batches>,
     /// What the epochs already done delivered and did.
     finished: LoadStats,
-    /// The episodes the epochs already done skipped samples of.
     /// Skipped episodes of the finished epochs, by URI.
     finished_skipped: BTreeMap<String, SkippedEpisode>,
     ended: bool,
@@ -133,12 +132,8 @@ fn add(a: LoadStats, b: LoadStats) -> LoadStats {
 /// Adds one epoch's skipped episodes to a tally by URI (samples summed, first reason kept).
 fn merge_skipped(tally: &mut BTreeMap<String, SkippedEpisode>, epoch: Vec<SkippedEpisode>) {
     for episode in epoch {
-        match tally.get_mut(&episode.uri) {
-            Some(seen) => seen.samples += episode.samples,
-            None => {
-                tally.insert(episode.uri.clone(), episode);
-            }
-        }
+        let (uri, samples) = (episode.uri.clone(), episode.samples);
+        tally_skipped(tally, &uri, samples, || episode);
     }
 }
 

@@ -494,6 +494,8 @@ impl Loader {
             next: state.batch,
             total,
             samples_in_epoch: order.len(),
+            max_skipped_samples: (shared.options.max_skipped.max(0.0) * order.len() as f64).floor()
+                as u64,
             rx,
             pending: BTreeMap::new(),
             control,
@@ -634,6 +636,8 @@ pub struct Batches {
     next: u64,
     total: u64,
     samples_in_epoch: u64,
+    /// Skipped samples past which the epoch fails ([`LoaderOptions::max_skipped`]).
+    max_skipped_samples: u64,
     rx: Receiver<(u64, Result<Batch>)>,
     pending: BTreeMap<u64, Result<Batch>>,
     control: Arc<Control>,
@@ -725,18 +729,14 @@ impl Iterator for Batches {
                     self.stats.samples += batch.len() as u64;
                     self.stats.skipped += batch.skipped.len() as u64;
                     for s in &batch.skipped {
-                        self.skipped
-                            .entry(s.uri.clone())
-                            .or_insert_with(|| SkippedEpisode {
-                                episode_id: s.episode_id.clone(),
-                                uri: s.uri.clone(),
-                                samples: 0,
-                                reason: s.reason.clone(),
-                            })
-                            .samples += 1;
+                        tally_skipped(&mut self.skipped, &s.uri, 1, || SkippedEpisode {
+                            episode_id: s.episode_id.clone(),
+                            uri: s.uri.clone(),
+                            samples: 0,
+                            reason: s.reason.clone(),
+                        });
                     }
-                    let fraction = self.shared.options.max_skipped;
-                    let limit = (fraction.max(0.0) * self.samples_in_epoch as f64).floor() as u64;
+                    let limit = self.max_skipped_samples;
                     if self.stats.skipped > limit {
                         let first = self
                             .skipped
@@ -748,7 +748,7 @@ impl Iterator for Batches {
                             skipped: self.stats.skipped,
                             samples: self.samples_in_epoch,
                             limit,
-                            fraction,
+                            fraction: self.shared.options.max_skipped,
                             first,
                         };
                         return Some(Err(self.end(too_many)));
@@ -773,6 +773,24 @@ impl Iterator for Batches {
                     return Some(Err(self.end(lost)));
                 }
             }
+        }
+    }
+}
+
+/// Adds `samples` skipped samples of the episode at `uri` to a tally by URI; `episode`
+/// describes it (with the first reason) when the tally does not know it yet.
+pub(crate) fn tally_skipped(
+    tally: &mut BTreeMap<String, SkippedEpisode>,
+    uri: &str,
+    samples: u64,
+    episode: impl FnOnce() -> SkippedEpisode,
+) {
+    match tally.get_mut(uri) {
+        Some(seen) => seen.samples += samples,
+        None => {
+            let mut first = episode();
+            first.samples = samples;
+            tally.insert(uri.to_owned(), first);
         }
     }
 }
