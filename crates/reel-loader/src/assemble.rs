@@ -62,35 +62,46 @@ impl ProprioPlan {
     }
 }
 
-/// Time grid facts of an episode's streams (from its `reel.streams` record).
-#[derive(Debug, Clone, Copy)]
-struct Grid {
-    period_ns: i64,
+/// What an episode's `reel.streams` record says of one stream.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StreamFacts {
+    /// Messages the stream holds (0 when the record does not say).
+    pub(crate) count: u64,
+    /// Median interval between its messages, when the record gives a positive one.
+    pub(crate) period_ns: Option<i64>,
 }
 
-fn grids(reader: &Reader) -> HashMap<String, Grid> {
-    let mut out = HashMap::new();
-    if let Some(streams) = reader.metadata().get(reel_mcap::keys::STREAMS_RECORD) {
-        for (topic, json) in streams {
-            let period = serde_json::from_str::<serde_json::Value>(json)
-                .ok()
-                .and_then(|v| v.get("median_period_ns").and_then(|p| p.as_i64()));
-            if let Some(period_ns) = period.filter(|p| *p > 0) {
-                out.insert(topic.clone(), Grid { period_ns });
-            }
-        }
-    }
-    out
+/// The `reel.streams` record of an episode, read once, by topic; `None` for a file
+/// written before the record existed.
+pub(crate) fn stream_facts(reader: &Reader) -> Option<HashMap<String, StreamFacts>> {
+    let streams = reader.metadata().get(reel_mcap::keys::STREAMS_RECORD)?;
+    let facts = streams.iter().map(|(topic, json)| {
+        let value = serde_json::from_str::<serde_json::Value>(json).ok();
+        let field = |name: &str| value.as_ref().and_then(|v| v.get(name));
+        let facts = StreamFacts {
+            count: field("count")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
+            period_ns: field("median_period_ns")
+                .and_then(serde_json::Value::as_i64)
+                .filter(|p| *p > 0),
+        };
+        (topic.clone(), facts)
+    });
+    Some(facts.collect())
 }
 
 struct OpenEpisode {
     reader: Reader,
-    grids: HashMap<String, Grid>,
+    streams: HashMap<String, StreamFacts>,
 }
 
 impl OpenEpisode {
     fn period(&self, topic: &str, fallback_ns: i64) -> i64 {
-        self.grids.get(topic).map_or(fallback_ns, |g| g.period_ns)
+        self.streams
+            .get(topic)
+            .and_then(|s| s.period_ns)
+            .unwrap_or(fallback_ns)
     }
 }
 
@@ -249,12 +260,15 @@ impl Worker {
             source: Box::new(source),
         })?;
         let manifest_row = self.shared.manifest.episode(row)?;
-        check_row(&manifest_row, &reader, object_len).map_err(|reason| LoaderError::Mismatch {
-            uri: uri.to_string(),
-            reason: format!("manifest row {row}: {reason}"),
+        let streams = stream_facts(&reader);
+        check_row(&manifest_row, &reader, streams.as_ref(), object_len).map_err(|reason| {
+            LoaderError::Mismatch {
+                uri: uri.to_string(),
+                reason: format!("manifest row {row}: {reason}"),
+            }
         })?;
         let open = Arc::new(OpenEpisode {
-            grids: grids(&reader),
+            streams: streams.unwrap_or_default(),
             reader,
         });
         self.episodes.push_front((row, Arc::clone(&open)));

@@ -7,13 +7,14 @@ use std::collections::HashMap;
 use reel_manifest::EpisodeRef;
 use reel_mcap::keys;
 
-use crate::assemble::Reader;
+use crate::assemble::{Reader, StreamFacts};
 
-/// `Err` saying what of `row` the episode (`reader`, an object of `object_len` bytes)
-/// contradicts.
+/// `Err` saying what of `row` the episode (`reader`, an object of `object_len` bytes,
+/// whose `reel.streams` record says `streams`) contradicts.
 pub(crate) fn check_row(
     row: &EpisodeRef<'_>,
     reader: &Reader,
+    streams: Option<&HashMap<String, StreamFacts>>,
     object_len: u64,
 ) -> Result<(), String> {
     if row.bytes() != object_len {
@@ -44,11 +45,11 @@ pub(crate) fn check_row(
     // The most messages any stream of a kind holds (reel.streams), against the steps the
     // row counts for that kind. A file without the record (written before it existed) is
     // not judged on counts.
-    let Some(streams) = reader.metadata().get(keys::STREAMS_RECORD) else {
+    let Some(streams) = streams else {
         return Ok(());
     };
     let mut most: HashMap<String, u64> = HashMap::new();
-    for (topic, grid) in streams {
+    for (topic, facts) in streams {
         let Ok(channel) = reader.channel(topic) else {
             continue;
         };
@@ -57,12 +58,8 @@ pub(crate) fn check_row(
             .get(keys::KIND)
             .cloned()
             .unwrap_or_default();
-        let count = serde_json::from_str::<serde_json::Value>(grid)
-            .ok()
-            .and_then(|g| g.get("count").and_then(serde_json::Value::as_u64))
-            .unwrap_or(0);
         let entry = most.entry(kind).or_default();
-        *entry = (*entry).max(count);
+        *entry = (*entry).max(facts.count);
     }
     for (kind, steps) in [
         ("camera", row.camera_frames()),
