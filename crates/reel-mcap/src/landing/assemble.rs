@@ -126,6 +126,10 @@ pub(crate) struct Assembler<'a> {
     topics: BTreeMap<String, Topic>,
     cameras: BTreeMap<String, LandingCamera>,
     signals: BTreeMap<String, LandingSignal>,
+    /// Metadata records by name, from every file read.
+    pub(crate) metadata: BTreeMap<String, BTreeMap<String, String>>,
+    /// Chunks that repeated an earlier one, read once.
+    pub(crate) duplicate_chunks: u64,
 }
 
 enum Outcome {
@@ -141,6 +145,8 @@ impl<'a> Assembler<'a> {
             topics: BTreeMap::new(),
             cameras: BTreeMap::new(),
             signals: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            duplicate_chunks: 0,
         }
     }
 
@@ -219,7 +225,11 @@ impl<'a> Assembler<'a> {
     }
 
     pub(crate) fn finish(self) -> LandingEpisode {
-        let mut episode = LandingEpisode::default();
+        let mut episode = LandingEpisode {
+            metadata: self.metadata,
+            duplicate_chunks: self.duplicate_chunks,
+            ..LandingEpisode::default()
+        };
         for (_, topic) in self.topics {
             let problem = |bad: u64, reason: String, first_log_time: u64| StreamProblem {
                 topic: topic.info.topic.clone(),

@@ -302,11 +302,8 @@ pub fn read_landing(
     skip: &dyn Fn(&str) -> bool,
 ) -> Result<LandingEpisode> {
     let mut assembler = Assembler::new(skip);
-    let (metadata, duplicate_chunks) = push_mcap(&mut assembler, name, bytes)?;
-    let mut episode = assembler.finish();
-    episode.metadata = metadata;
-    episode.duplicate_chunks = duplicate_chunks;
-    Ok(episode)
+    push_mcap(&mut assembler, name, bytes)?;
+    Ok(assembler.finish())
 }
 
 /// Several MCAP files of one recording (a rosbag2 bag split by size or duration) as one
@@ -316,41 +313,26 @@ pub fn read_split_mcap(
     skip: &dyn Fn(&str) -> bool,
 ) -> Result<LandingEpisode> {
     let mut assembler = Assembler::new(skip);
-    let mut metadata = BTreeMap::new();
-    let mut duplicate_chunks = 0;
     for (name, bytes) in files {
-        let (records, duplicates) = push_mcap(&mut assembler, name, bytes)?;
-        metadata.extend(records);
-        duplicate_chunks += duplicates;
+        push_mcap(&mut assembler, name, bytes)?;
     }
-    let mut episode = assembler.finish();
-    episode.metadata = metadata;
-    episode.duplicate_chunks = duplicate_chunks;
-    Ok(episode)
+    Ok(assembler.finish())
 }
 
-/// Metadata records by name, each a map of strings.
-type MetadataRecords = BTreeMap<String, BTreeMap<String, String>>;
-
 /// Feeds one MCAP's messages to `assembler`, channels keyed by topic so split files of
-/// one recording join up; returns its metadata records and how many chunks repeated an
-/// earlier one.
+/// one recording join up; its metadata records and the chunks that repeated an earlier
+/// one are added to the assembler's.
 ///
 /// One linear pass over the records, trusting nothing in the summary: metadata comes from
 /// the Metadata records themselves (a file whose summary is missing, damaged or without a
 /// metadata index keeps its robot and task), every chunk's CRC is checked, and a chunk
 /// that repeats an earlier one byte for byte (a writer or copy fault) is read once, so its
 /// messages are not doubled.
-fn push_mcap(
-    assembler: &mut Assembler<'_>,
-    name: &str,
-    bytes: &[u8],
-) -> Result<(MetadataRecords, u64)> {
+fn push_mcap(assembler: &mut Assembler<'_>, name: &str, bytes: &[u8]) -> Result<()> {
     let mut channels = mcap::read::ChannelAccumulator::default();
-    let mut metadata = BTreeMap::new();
     let duplicate_chunks = crate::for_each_record(name, bytes, |record| {
         if let mcap::records::Record::Metadata(record) = record {
-            metadata.insert(record.name, record.metadata);
+            assembler.metadata.insert(record.name, record.metadata);
             return Ok(());
         }
         push_record(assembler, &mut channels, record).map_err(|source| Error::Mcap {
@@ -358,7 +340,8 @@ fn push_mcap(
             source,
         })
     })?;
-    Ok((metadata, duplicate_chunks))
+    assembler.duplicate_chunks += duplicate_chunks;
+    Ok(())
 }
 
 /// One record of the data section: schemas and channels are linked (with mcap's checks),
