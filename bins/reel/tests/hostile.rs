@@ -15,7 +15,7 @@ const SECRET: &str = "SUPERSECRET0123456789";
 /// The signal a write to a closed pipe raises (Linux).
 const SIGPIPE: i32 = 13;
 
-fn reel(args: &[&str]) -> Output {
+fn reel<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reel"))
         .args(args)
         .output()
@@ -30,6 +30,23 @@ fn ok(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `reel load` of the fixture's manifest and spec, reading `store`, then `extra`.
+fn load_args(store_dir: &Path, extra: &[&str]) -> Vec<String> {
+    let dir = store();
+    let path = |p: &Path| p.to_str().unwrap().to_owned();
+    let mut args = vec![
+        "load".to_owned(),
+        "--manifest".to_owned(),
+        path(&dir.join("manifest.arrow")),
+        "--spec".to_owned(),
+        path(&dir.join("spec.toml")),
+        "--store".to_owned(),
+        path(store_dir),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
 }
 
 const SPEC: &str = "anchor_hz = 10.0\n[[camera]]\nname = \"high\"\ntopic = \"/camera/high/image_raw/compressed\"\noffsets_s = [0.0]\n";
@@ -283,26 +300,13 @@ fn a_closed_stdout_ends_a_cli_quietly() {
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "mcap"))
         .unwrap();
-    let (manifest, spec, store_dir) = (
-        dir.join("manifest.arrow"),
-        dir.join("spec.toml"),
-        dir.join("store"),
-    );
-    let runs: [Vec<&str>; 2] = [
-        vec!["inspect", "cat", canonical.to_str().unwrap()],
+    let runs = [
         vec![
-            "load",
-            "--manifest",
-            manifest.to_str().unwrap(),
-            "--spec",
-            spec.to_str().unwrap(),
-            "--store",
-            store_dir.to_str().unwrap(),
-            "--batches",
-            "100",
-            "--dump",
-            "-q",
+            "inspect".to_owned(),
+            "cat".to_owned(),
+            canonical.to_str().unwrap().to_owned(),
         ],
+        load_args(&dir.join("store"), &["--batches", "100", "--dump", "-q"]),
     ];
     for args in runs {
         let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
@@ -333,18 +337,8 @@ fn a_closed_stdout_ends_a_cli_quietly() {
 #[test]
 fn a_folder_or_a_missing_store_gets_a_plain_message() {
     let dir = store();
-    let (manifest, spec) = (dir.join("manifest.arrow"), dir.join("spec.toml"));
     let missing = dir.join("no-such-store");
-    let out = reel(&[
-        "load",
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--spec",
-        spec.to_str().unwrap(),
-        "--store",
-        missing.to_str().unwrap(),
-        "-q",
-    ]);
+    let out = reel(&load_args(&missing, &["-q"]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -393,7 +387,6 @@ fn a_folder_or_a_missing_store_gets_a_plain_message() {
 #[test]
 fn a_store_folder_gone_still_serves_what_the_cache_holds() {
     let dir = store();
-    let (manifest, spec) = (dir.join("manifest.arrow"), dir.join("spec.toml"));
     let own = tempfile::tempdir().unwrap();
     let copy = own.path().join("store");
     for entry in walk(&dir.join("store")) {
@@ -403,23 +396,19 @@ fn a_store_folder_gone_still_serves_what_the_cache_holds() {
     }
     let cache = own.path().join("cache");
     let load = |store: &Path| {
-        reel(&[
-            "load",
-            "--manifest",
-            manifest.to_str().unwrap(),
-            "--spec",
-            spec.to_str().unwrap(),
-            "--store",
-            store.to_str().unwrap(),
-            "--cache",
-            cache.to_str().unwrap(),
-            "--shuffle",
-            "global",
-            "--batches",
-            "6",
-            "--dump",
-            "-q",
-        ])
+        reel(&load_args(
+            store,
+            &[
+                "--cache",
+                cache.to_str().unwrap(),
+                "--shuffle",
+                "global",
+                "--batches",
+                "6",
+                "--dump",
+                "-q",
+            ],
+        ))
     };
     let warm = load(&copy);
     assert!(
@@ -440,16 +429,7 @@ fn a_store_folder_gone_still_serves_what_the_cache_holds() {
     assert!(!copy.exists(), "reading a store must not create it");
 
     // Without a cache the same store is a plain error.
-    let out = reel(&[
-        "load",
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--spec",
-        spec.to_str().unwrap(),
-        "--store",
-        copy.to_str().unwrap(),
-        "-q",
-    ]);
+    let out = reel(&load_args(&copy, &["-q"]));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
 }
