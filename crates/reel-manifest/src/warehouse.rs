@@ -13,9 +13,10 @@ use arrow_array::builder::{
     BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
     UInt32Builder, UInt64Builder,
 };
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
@@ -301,6 +302,43 @@ pub fn encode_parquet(batches: &[RecordBatch]) -> Result<Vec<u8>, parquet::error
     Ok(out)
 }
 
+/// Whether `part`, a warehouse part [`encode_parquet`] wrote, holds exactly `rows` apart
+/// from their ingestion time: writing them again would change nothing a query can use.
+/// A part that cannot be read does not hold them.
+pub fn part_holds(part: bytes::Bytes, rows: &[WarehouseRow<'_>]) -> bool {
+    let Some(written) = ParquetRecordBatchReaderBuilder::try_new(part)
+        // One row more than expected, so that a longer part reads as longer.
+        .and_then(|b| b.with_batch_size(rows.len() + 1).build())
+        .ok()
+        .and_then(|mut reader| reader.next())
+        .and_then(|batch| batch.ok())
+    else {
+        return false;
+    };
+    let Some(ingested_at_ns) = written
+        .column_by_name("ingested_at_ns")
+        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+        .filter(|c| !c.is_empty())
+        .map(|c| c.value(0))
+    else {
+        return false;
+    };
+    let mut expected = WarehouseBatch::new();
+    for row in rows {
+        expected.push(&WarehouseRow {
+            ingested_at_ns,
+            ..*row
+        });
+    }
+    expected.finish().is_ok_and(|expected| {
+        expected.num_rows() == written.num_rows()
+            && expected.num_columns() == written.num_columns()
+            && (expected.columns().iter())
+                .zip(written.columns())
+                .all(|(a, b)| a.as_ref() == b.as_ref())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,5 +370,32 @@ mod tests {
         assert_eq!(&bytes[..4], b"PAR1");
         assert_eq!(qc.flags(), "frozen_frames,choppy_joints");
         assert!(!qc.pass());
+    }
+
+    #[test]
+    fn a_part_holds_its_rows_whenever_they_were_ingested() {
+        let row = |id, ingested_at_ns| WarehouseRow {
+            episode_id: id,
+            end_ns: 2_000_000_000,
+            ingested_at_ns,
+            ..Default::default()
+        };
+        let mut batch = WarehouseBatch::new();
+        batch.push(&row("ep-1", 5));
+        batch.push(&row("ep-2", 5));
+        let part =
+            bytes::Bytes::from(encode_parquet(&[batch.finish().expect("batch")]).expect("encodes"));
+        assert!(part_holds(part.clone(), &[row("ep-1", 9), row("ep-2", 9)]));
+        assert!(!part_holds(part.clone(), &[row("ep-1", 9)]));
+        assert!(!part_holds(part.clone(), &[row("ep-2", 9), row("ep-1", 9)]));
+        let changed = WarehouseRow {
+            end_ns: 3_000_000_000,
+            ..row("ep-2", 9)
+        };
+        assert!(!part_holds(part.clone(), &[row("ep-1", 9), changed]));
+        assert!(!part_holds(
+            part.slice(..part.len() / 2),
+            &[row("ep-1", 9), row("ep-2", 9)]
+        ));
     }
 }

@@ -203,6 +203,26 @@ fn full_run_then_resume_replay_profiles_and_stale() {
         events.iter().all(|e| e.1 != EpisodeStatus::Done),
         "{events:?}"
     );
+    // The same for the warehouse part: a run killed between writing the part and
+    // recording it finds the same rows there, and reports reuse, not a second computation.
+    std::fs::remove_file(
+        f.store
+            .local_root()
+            .expect("local")
+            .join("state/index/b0@1.0.json"),
+    )
+    .expect("rm");
+    let events = run(&pipeline, &batch, &full, Step::Index);
+    let reused = events
+        .iter()
+        .filter(|e| e.1 == EpisodeStatus::Reused)
+        .count();
+    assert_eq!(reused, 3, "{events:?}");
+    assert!(
+        events.iter().all(|e| e.1 != EpisodeStatus::Done),
+        "{events:?}"
+    );
+    assert_eq!(warehouse_ids(&f.store, &part), want);
 
     // Replay one episode: only it is recomputed.
     let only = RunOptions {

@@ -150,7 +150,7 @@ impl Pipeline {
         let work = match step {
             Step::Canonical => self.canonical_step(batch, options, on_event, prior)?,
             Step::Enrich => self.enrich_step(batch, options, on_event)?,
-            Step::Index => self.index_step(batch, on_event)?,
+            Step::Index => self.index_step(batch, options, on_event)?,
         };
         let record = CommitRecord {
             step: step.name().into(),

@@ -13,7 +13,7 @@ use crate::engine::dag::{BatchSpec, RunOptions, Step, stem_of};
 use crate::engine::report::{EpisodeStatus, Event};
 use crate::engine::run::{Pipeline, Sink, StepWork};
 use crate::enrich::{Enricher, LabelSet};
-use crate::index::encode_warehouse;
+use crate::index::{encode_warehouse, row_of};
 use crate::state::{Claim, CommitRecord, Quarantine, StateStore};
 use crate::{Error, ErrorKind, Result, now_ns};
 
@@ -370,21 +370,44 @@ impl Pipeline {
     }
 
     /// One warehouse row per canonical episode of the batch, in one Parquet part.
-    pub(super) fn index_step(&self, batch: &BatchSpec, on_event: Sink<'_>) -> Result<StepWork> {
+    pub(super) fn index_step(
+        &self,
+        batch: &BatchSpec,
+        options: &RunOptions,
+        on_event: Sink<'_>,
+    ) -> Result<StepWork> {
         let step = Step::Index;
         let mut work = StepWork::default();
         let started = Instant::now();
         let (summaries, missing) = self.batch_summaries(batch)?;
         work.counts.missing = missing.len();
         let part = Self::warehouse_part_key(&batch.key, &self.config.pipeline_version);
+        // A run killed after writing the part but before its commit record finds the
+        // same rows already there: reused, like any other artifact.
+        let mut status = EpisodeStatus::Done;
         if !summaries.is_empty() {
-            let bytes = encode_warehouse(&part, &summaries, now_ns())?;
-            self.store().write_atomic(&part, bytes)?;
+            let written = if options.replay {
+                None
+            } else {
+                match self.store().read(&part) {
+                    Ok(bytes) => Some(bytes),
+                    Err(reel_io::Error::NotFound { .. }) => None,
+                    Err(e) => return Err(e.into()),
+                }
+            };
+            let rows: Vec<_> = summaries.iter().map(|s| row_of(s, 0)).collect();
+            if written.is_some_and(|bytes| reel_manifest::warehouse::part_holds(bytes, &rows)) {
+                status = EpisodeStatus::Reused;
+            } else {
+                let bytes = encode_warehouse(&part, &summaries, now_ns())?;
+                self.store().write_atomic(&part, bytes)?;
+            }
             work.artifacts.push(part);
         }
         let seconds = started.elapsed().as_secs_f64() / summaries.len().max(1) as f64;
         for s in &summaries {
             let mut event = self.event(step, batch, &s.landing_key, &s.episode_id);
+            event.status = status;
             event.seconds = seconds;
             on_event(&Event::Episode(event));
         }
@@ -393,7 +416,11 @@ impl Pipeline {
             event.status = EpisodeStatus::Missing;
             on_event(&Event::Episode(event));
         }
-        work.counts.done = summaries.len();
+        if status == EpisodeStatus::Done {
+            work.counts.done = summaries.len();
+        } else {
+            work.counts.reused = summaries.len();
+        }
         work.landing_keys = summaries.iter().map(|s| s.landing_key.clone()).collect();
         work.landing_keys.extend(self.quarantined_of(&missing)?);
         Ok(work)
