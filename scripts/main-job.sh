@@ -44,13 +44,15 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REEL_CACHE/target}
 echo "main-job: building the CLIs (release)" >&2
 cargo build --release --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-cli -p reel-inspect-cli \
   -p reel-curate-cli -p reel-warm-cli -p reel-load-cli -p reel-preflight-cli -p reel-supervise-cli \
-  -p reel-train-policy
+  -p reel-train-policy -p reel-cdc-cli
 bin=$CARGO_TARGET_DIR/release
 
 # Start from nothing: the job owns $work (not a remote store: ingest is
 # idempotent there, and reuses what an earlier run already produced).
 rm -rf "$work"
 mkdir -p "$work"
+cleanup=()
+trap 'for c in "${cleanup[@]}"; do $c 2>/dev/null || true; done' EXIT
 if [ -z "$store" ]; then
   store=$work/store
   mkdir -p "$store"
@@ -63,7 +65,7 @@ elif [[ $store == s3://* && $store != *endpoint=* && -z ${AWS_ENDPOINT_URL:-} ]]
   "$REEL_CACHE/tools/bin/s3s-fs" --host 127.0.0.1 --port "$port" --access-key "$AWS_ACCESS_KEY_ID" \
     --secret-key "$AWS_SECRET_ACCESS_KEY" "$work/s3" > "$work/s3s-fs.log" 2>&1 &
   s3_pid=$!
-  trap 'kill $s3_pid 2>/dev/null || true' EXIT
+  cleanup+=("kill $s3_pid")
   for _ in $(seq 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
     sleep 0.1
@@ -109,9 +111,23 @@ usable="NOT qc_camera_blackout AND NOT qc_corrupt_frames"
 latest="SELECT episode_id FROM episodes WHERE $usable ORDER BY recorded_at DESC LIMIT 1"
 echo "== compact: the latest version of each episode, sorted for queries" >&2
 "$bin/reel-compact" --warehouse "$store" > "$work/compact.jsonl"
+
+# Operations keep episodes' status and reviews in the metadata database (PostgreSQL);
+# reel-cdc carries its changes into the warehouse, where curation joins them.
+echo "== metadata: reviews written into PostgreSQL, captured into the warehouse by reel-cdc" >&2
+postgres=$(scripts/metadata-db.sh start "$work/metadata-db")
+cleanup+=("scripts/metadata-db.sh stop $work/metadata-db")
+for id in "${canonical[@]}"; do
+  echo "INSERT INTO episodes (episode_id, status, robot, operator) VALUES ('$id', 'ingested', 'sim-arm', 'op-main');"
+  echo "INSERT INTO annotations (episode_id, key, value, author) VALUES ('$id', 'review', 'keep', 'main-job');"
+done | psql -q -X -v ON_ERROR_STOP=1 "$postgres" > /dev/null
+"$bin/reel-cdc" --postgres "$postgres" --warehouse "$store" --once --quiet > "$work/cdc.jsonl"
+"$bin/reel-cdc" --postgres "$postgres" --drop --quiet > /dev/null
+
 echo "== curate: SQL over the warehouse into memory-mapped train and held-out manifests" >&2
+reviewed="SELECT episode_id FROM annotations WHERE key = 'review' AND value = 'keep'"
 "$bin/reel-curate" --warehouse "$store" \
-  --sql "SELECT * FROM episodes WHERE $usable AND episode_id NOT IN ($latest) ORDER BY recorded_at" \
+  --sql "SELECT * FROM episodes WHERE $usable AND episode_id IN ($reviewed) AND episode_id NOT IN ($latest) ORDER BY recorded_at" \
   -o "$work/manifest.arrow" --anchor-hz 10 --before 1.0 --after 0.98 > "$work/curate.jsonl"
 "$bin/reel-curate" --warehouse "$store" \
   --sql "SELECT * FROM episodes WHERE episode_id IN ($latest)" \
@@ -176,6 +192,7 @@ train = json.load(open(os.path.join(work, "train.json")))
 restarts = [e for e in lines("supervise.jsonl") if e.get("event") == "restart"]
 rows += [
     ("warehouse compaction: episodes / parts", f"{compaction.get('rows', '-')} / {compaction.get('parts', '-')}"),
+    ("metadata changes captured (reel-cdc)", sum(sum(l.get("changes", {}).values()) for l in lines("cdc.jsonl") if "summary" not in l)),
     ("manifest rows: train / held-out", f"{curate.get('rows', '-')} / {heldout.get('rows', '-')}"),
     ("QC rejections (left out by the query)", len(canonical) - curate.get("rows", 0) - heldout.get("rows", 0)),
     ("training samples in the manifest", curate.get("samples", "-")),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Reel's test suite and main job need, and nothing twice:
 #   - Debian packages: FFmpeg development libraries, clang/libclang, pkg-config, Python,
-#     and Slurm with munge (the one-node cluster of scripts/slurm.sh);
+#     Slurm with munge (the one-node cluster of scripts/slurm.sh), and PostgreSQL (the
+#     metadata database reel-cdc captures; tests and the main job start their own);
 #   - a Python venv with the independent readers the tests use (scripts/requirements-test.txt);
 #   - s3s-fs, the local S3-compatible server the object-store tests talk to.
 # Everything user-level goes under $REEL_CACHE (default ~/.cache/reel).
@@ -17,6 +18,7 @@ apt_packages=(
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev ffmpeg
   python3 python3-venv
   slurm-wlm munge
+  postgresql
 )
 missing=()
 for package in "${apt_packages[@]}"; do

@@ -5,13 +5,14 @@
 
 use std::process::{Command, Output};
 
-const SUBCOMMANDS: [&str; 14] = [
+const SUBCOMMANDS: [&str; 15] = [
     "synth",
     "pack",
     "plan",
     "ingest",
     "compact",
     "curate",
+    "cdc",
     "inspect",
     "warm",
     "load",

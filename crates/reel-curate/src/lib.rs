@@ -29,12 +29,14 @@
 use std::path::Path;
 
 pub mod compact;
+pub mod db_tables;
 pub mod query_policy;
 #[cfg(feature = "test-support")]
 pub mod synthetic;
 
 pub use compact::{CompactOptions, CompactionState, CompactionSummary, compact, compact_with};
 use compact::{Compaction, classify, read_pointer};
+pub use db_tables::DbTables;
 use polars::prelude::*;
 use polars::sql::SQLContext;
 pub use query_policy::QueryRefusal;
@@ -58,6 +60,8 @@ pub enum CurateError {
     Query(#[source] PolarsError),
     #[error("query refused: {0}")]
     Refused(#[from] QueryRefusal),
+    #[error("change log {name}: {reason}")]
+    ChangeLog { name: String, reason: String },
     #[error(
         "the query's result lacks column {column:?}, which the manifest needs (select it, or SELECT *)"
     )]
@@ -98,6 +102,8 @@ pub struct Warehouse {
     /// The current compaction and the episode files ingested after it.
     compaction: Option<(Compaction, Vec<String>)>,
     state: CompactionState,
+    /// The metadata database's tables captured into this warehouse.
+    db: DbTables,
 }
 
 impl Warehouse {
@@ -142,17 +148,24 @@ impl Warehouse {
                 }
             },
         };
+        let db = DbTables::read(&store)?;
         Ok(Self {
             store,
             files,
             compaction,
             state,
+            db,
         })
     }
 
     /// The store the warehouse lives in.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The metadata database's tables captured into this warehouse (`reel-cdc`).
+    pub fn db_tables(&self) -> &DbTables {
+        &self.db
     }
 
     /// Whether queries read a compaction, and how much was ingested since.
@@ -179,9 +192,14 @@ impl Warehouse {
             file_set_hash(&self.files),
             self.files.len()
         );
-        match &self.compaction {
+        let files = match &self.compaction {
             Some((pointer, _)) => format!("{files}+{}", pointer.id),
             None => files,
+        };
+        match self.db.lsn() {
+            0 => files,
+            // The database's tables as of this LSN.
+            lsn => format!("{files}+db-{}", reel_manifest::changes::lsn_text(lsn)),
         }
     }
 
@@ -195,6 +213,16 @@ impl Warehouse {
         &self,
         keys: impl Iterator<Item = &'a str>,
     ) -> Result<LazyFrame, CurateError> {
+        self.scan_parts(keys, false)
+    }
+
+    /// The rows of the given Parquet objects; with `allow_missing_columns`, a column
+    /// the first object has and a later one lacks reads as null there.
+    pub(crate) fn scan_parts<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a str>,
+        allow_missing_columns: bool,
+    ) -> Result<LazyFrame, CurateError> {
         let keys: Vec<&str> = keys.collect();
         // Every column lives in the files; partition folders only spread them
         // out. Hive parsing stays off so local and remote scans see one schema.
@@ -203,6 +231,7 @@ impl Warehouse {
                 enabled: Some(false),
                 ..HiveOptions::default()
             },
+            allow_missing_columns,
             ..ScanArgsParquet::default()
         };
         let sources = match self.store.local_root() {
@@ -300,9 +329,19 @@ impl Warehouse {
     /// function such as `read_parquet`, another table, a second statement)
     /// is refused before it runs: see [`query_policy`].
     pub fn query_lazy(&self, sql: &str) -> Result<LazyFrame, CurateError> {
-        query_policy::check_query(sql, &[EPISODES_TABLE])?;
+        let db_names = self.db.names();
+        let mut tables = vec![EPISODES_TABLE];
+        tables.extend(db_names.iter().map(String::as_str));
+        let named = query_policy::check_query(sql, &tables)?;
         let mut context = SQLContext::new();
         context.register(EPISODES_TABLE, self.episodes()?);
+        // Only the tables the query names: each costs a scan of its change log.
+        for (name, frame) in self
+            .db
+            .frames(self, |n| named.iter().any(|t| t.eq_ignore_ascii_case(n)))?
+        {
+            context.register(&name, frame);
+        }
         context.execute(sql).map_err(CurateError::Query)
     }
 

@@ -39,8 +39,8 @@ pub enum QueryRefusal {
     UnknownTable(String, Vec<String>),
 }
 
-/// Checks that `sql` reads only `tables` (and its own CTEs).
-pub fn check_query(sql: &str, tables: &[&str]) -> Result<(), QueryRefusal> {
+/// Checks that `sql` reads only `tables` (and its own CTEs); returns the tables it reads.
+pub fn check_query(sql: &str, tables: &[&str]) -> Result<BTreeSet<String>, QueryRefusal> {
     let statements = Parser::new(&GenericDialect)
         .with_options(ParserOptions {
             trailing_commas: true,
@@ -73,7 +73,7 @@ pub fn check_query(sql: &str, tables: &[&str]) -> Result<(), QueryRefusal> {
     };
     match walk.tables.iter().find(|name| !known(name)) {
         Some(name) => Err(QueryRefusal::UnknownTable(name.clone(), owned(tables))),
-        None => Ok(()),
+        None => Ok(walk.tables),
     }
 }
 
@@ -134,7 +134,11 @@ mod tests {
             "SELECT * FROM episodes WHERE episode_id IN (SELECT episode_id FROM episodes LIMIT 3)",
             "SELECT episode_id, uri, FROM episodes",
         ] {
-            assert_eq!(check_query(sql, TABLES), Ok(()), "{sql}");
+            let read = check_query(sql, TABLES).unwrap_or_else(|e| panic!("{sql}: {e}"));
+            assert!(
+                read.iter().any(|t| t.eq_ignore_ascii_case("episodes")),
+                "{sql}: {read:?}"
+            );
         }
     }
 

@@ -333,6 +333,13 @@ impl Store {
         }
     }
 
+    /// Removes object `key`; nothing there is fine.
+    pub fn remove(&self, key: &str) -> Result<()> {
+        let key = confine_key(key)?;
+        self.block_on(self.inner.op.delete(key))
+            .map_err(|e| self.store_err(key, e))
+    }
+
     /// Removes every object under `prefix` (a folder ending in `/`); nothing there is fine.
     pub fn remove_all(&self, prefix: &str) -> Result<()> {
         let prefix = confine_key(prefix)?;

@@ -36,6 +36,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(feature = "warehouse")]
+pub mod changes;
 mod error;
 mod fetch;
 mod hash;

@@ -1,0 +1,468 @@
+//! `reel-cdc` against a real PostgreSQL: every kind of change lands once, curation joins
+//! the captured tables with the warehouse, SIGKILLs under load lose and double nothing,
+//! and a misconfigured server gets an error that says what to fix.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use arrow_array::{Array, StringArray, UInt64Array};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use reel_cdc::Database;
+use reel_cdc::test_support::PgServer;
+use reel_curate::Warehouse;
+
+fn reel_cdc(url: &str, warehouse: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_reel-cdc"));
+    command
+        .args(["--postgres", url, "--warehouse"])
+        .arg(warehouse)
+        .args(["--quiet", "--flush-ms", "50"]);
+    command
+}
+
+fn once(url: &str, warehouse: &Path) -> Output {
+    let out = reel_cdc(url, warehouse)
+        .arg("--once")
+        .output()
+        .expect("run reel-cdc");
+    assert!(
+        out.status.success(),
+        "reel-cdc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A warehouse with generated episodes (the warehouse's `episodes` table) whose ids the
+/// metadata database uses too.
+fn warehouse_with_episodes(dir: &Path, n: u64) -> Vec<String> {
+    let store = reel_io::Store::open(&dir.to_string_lossy()).expect("store");
+    let part = reel_curate::synthetic::parquet_file(7, 0..n, 0).expect("rows");
+    store
+        .write_atomic("episodes/part-0.parquet", part)
+        .expect("write");
+    (0..n)
+        .map(|i| reel_curate::synthetic::row(7, i, 0).episode_id)
+        .collect()
+}
+
+/// Rows of `sql` on the database, as text, sorted.
+fn db_rows(db: &mut Database, sql: &str) -> Vec<Vec<Option<String>>> {
+    let mut rows = db.query(sql).expect("query");
+    rows.sort();
+    rows
+}
+
+/// The same columns of the warehouse's view of a captured table, as PostgreSQL prints
+/// them, sorted.
+fn warehouse_rows(warehouse: &Path, sql: &str) -> Vec<Vec<Option<String>>> {
+    let frame = Warehouse::open(&warehouse.to_string_lossy())
+        .expect("warehouse")
+        .query(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut rows = Vec::new();
+    for i in 0..frame.height() {
+        let row = frame
+            .columns()
+            .iter()
+            .map(|c| {
+                let v = c.get(i).expect("cell");
+                match v {
+                    polars::prelude::AnyValue::Null => None,
+                    polars::prelude::AnyValue::Boolean(b) => Some(if b { "t" } else { "f" }.into()),
+                    polars::prelude::AnyValue::String(s) => Some(s.to_owned()),
+                    other => Some(other.to_string()),
+                }
+            })
+            .collect();
+        rows.push(row);
+    }
+    rows.sort();
+    rows
+}
+
+/// Every row of every committed change part of `table` (those the progress record
+/// covers, as curation reads them): (op, lsn, key text).
+fn change_log(warehouse: &Path, table: &str, key: &str) -> Vec<(String, u64, String)> {
+    let mut out = Vec::new();
+    let progress: reel_manifest::changes::ChangeProgress = serde_json::from_slice(
+        &std::fs::read(warehouse.join("db/_progress.json")).expect("progress"),
+    )
+    .expect("progress json");
+    let Ok(entries) = std::fs::read_dir(warehouse.join("db").join(table)) else {
+        return out;
+    };
+    for entry in entries {
+        let path = entry.expect("entry").path();
+        let key_of_part = format!(
+            "db/{table}/{}",
+            path.file_name().expect("name").to_string_lossy()
+        );
+        let Some((_, lsn)) = reel_manifest::changes::parse_part_key(&key_of_part) else {
+            continue;
+        };
+        if lsn > progress.lsn {
+            continue;
+        }
+        let file = std::fs::File::open(&path).expect("open");
+        for batch in ParquetRecordBatchReaderBuilder::try_new(file)
+            .expect("parquet")
+            .build()
+            .expect("reader")
+        {
+            let batch = batch.expect("batch");
+            let op = batch.column_by_name("_op").expect("_op");
+            let op = op.as_any().downcast_ref::<StringArray>().expect("utf8");
+            let lsn = batch.column_by_name("_lsn").expect("_lsn");
+            let lsn = lsn.as_any().downcast_ref::<UInt64Array>().expect("u64");
+            let k = batch.column_by_name(key).expect("key");
+            let k = k.as_any().downcast_ref::<StringArray>().expect("utf8");
+            for i in 0..batch.num_rows() {
+                let key = if k.is_null(i) {
+                    String::new()
+                } else {
+                    k.value(i).to_owned()
+                };
+                out.push((op.value(i).to_owned(), lsn.value(i), key));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_kind_of_change_lands_once_and_curation_joins_it() {
+    let pg = PgServer::start().expect("PostgreSQL");
+    let url = pg.metadata_database("metadata").expect("database");
+    let mut db = Database::connect(&url).expect("connect");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    let ids = warehouse_with_episodes(&warehouse, 40);
+
+    // Rows before the capture starts arrive through the snapshot.
+    for id in &ids[..10] {
+        db.query(&format!(
+            "INSERT INTO episodes (episode_id, status, robot) VALUES ('{id}', 'recorded', 'aloha-01')"
+        ))
+        .expect("insert");
+    }
+    db.query(&format!(
+        "INSERT INTO annotations (episode_id, key, value, author) VALUES ('{}', 'grasp', 'clean', 'ann')",
+        ids[0]
+    ))
+    .expect("insert");
+    once(&url, &warehouse);
+    assert!(warehouse.join("db/_progress.json").is_file());
+
+    // Then every kind of change, each its own transaction.
+    for id in &ids[1..6] {
+        db.query(&format!(
+            "INSERT INTO annotations (episode_id, key, value, author) VALUES ('{id}', 'grasp', 'clean', 'ann')"
+        ))
+        .expect("insert");
+    }
+    db.query(&format!(
+        "UPDATE annotations SET value = 'slipped' WHERE episode_id = '{}'",
+        ids[1]
+    ))
+    .expect("update");
+    db.query(&format!(
+        "DELETE FROM annotations WHERE episode_id = '{}'",
+        ids[2]
+    ))
+    .expect("delete");
+    // A primary-key change: the old row leaves, the new one arrives.
+    db.query(&format!(
+        "UPDATE annotations SET key = 'grasp_quality' WHERE episode_id = '{}'",
+        ids[3]
+    ))
+    .expect("key change");
+    // Rolled back: never lands.
+    db.query("BEGIN").expect("begin");
+    db.query(&format!(
+        "INSERT INTO annotations (episode_id, key, value, author) VALUES ('{}', 'rolled', 'back', 'x')",
+        ids[7]
+    ))
+    .expect("insert");
+    db.query("ROLLBACK").expect("rollback");
+    // A large transaction: 20,000 rows in one commit.
+    db.query(
+        "INSERT INTO annotations (episode_id, key, value, author) \
+         SELECT 'bulk-' || i, 'score', (i % 7)::text, 'bulk' FROM generate_series(1, 20000) i",
+    )
+    .expect("bulk");
+    // A column added while captured, then set.
+    db.query("ALTER TABLE annotations ADD COLUMN confidence float8")
+        .expect("alter");
+    db.query(&format!(
+        "UPDATE annotations SET confidence = 0.25 WHERE episode_id = '{}'",
+        ids[4]
+    ))
+    .expect("update");
+    // A truncate, then new rows.
+    db.query(&format!(
+        "INSERT INTO qc_overrides (episode_id, \"check\", verdict, reason) VALUES ('{}', 'frozen_frames', 'pass', 'static scene')",
+        ids[8]
+    ))
+    .expect("insert");
+    db.query("TRUNCATE qc_overrides").expect("truncate");
+    db.query(&format!(
+        "INSERT INTO qc_overrides (episode_id, \"check\", verdict, reason) VALUES ('{}', 'camera_blackout', 'fail', 'lens cap')",
+        ids[9]
+    ))
+    .expect("insert");
+    db.query(&format!(
+        "UPDATE episodes SET status = 'annotated' WHERE episode_id = '{}'",
+        ids[0]
+    ))
+    .expect("update");
+    db.query(&format!(
+        "DELETE FROM episodes WHERE episode_id = '{}'",
+        ids[9]
+    ))
+    .expect("delete");
+    let out = once(&url, &warehouse);
+    let lines = String::from_utf8_lossy(&out.stdout);
+    assert!(lines.lines().any(|l| l.contains("\"summary\"")), "{lines}");
+
+    // The warehouse's view of each table equals the database, column for column.
+    let annotations = "SELECT episode_id, key, value, author, confidence FROM annotations";
+    assert_eq!(
+        warehouse_rows(&warehouse, annotations),
+        db_rows(&mut db, annotations)
+    );
+    let qc = "SELECT episode_id, \"check\", verdict, reason FROM qc_overrides";
+    assert_eq!(warehouse_rows(&warehouse, qc), db_rows(&mut db, qc));
+    assert_eq!(
+        warehouse_rows(
+            &warehouse,
+            "SELECT episode_id, status, robot FROM db_episodes"
+        ),
+        db_rows(&mut db, "SELECT episode_id, status, robot FROM episodes")
+    );
+    // Nothing doubled: each change of the log is there once, the rolled-back one never.
+    let log = change_log(&warehouse, "annotations", "episode_id");
+    let bulk_inserts = log
+        .iter()
+        .filter(|(op, _, k)| op == "insert" && k.starts_with("bulk-"))
+        .count();
+    assert_eq!(bulk_inserts, 20_000);
+    assert!(
+        !log.iter().any(|(_, _, k)| k == &ids[7]),
+        "a rolled-back insert landed"
+    );
+    assert_eq!(log.iter().filter(|(op, _, _)| op == "snapshot").count(), 1);
+
+    // A curation joins the captured annotations with the warehouse's episodes.
+    let manifest = dir.path().join("annotated.arrow");
+    let summary = reel_curate::curate_to_manifest(
+        &Warehouse::open(&warehouse.to_string_lossy()).expect("warehouse"),
+        "SELECT e.* FROM episodes e JOIN annotations a ON a.episode_id = e.episode_id \
+         WHERE a.key = 'grasp' AND a.value = 'clean'",
+        reel_manifest::SamplingRule::at_hz(10.0, 1.0, 1.0),
+        &manifest,
+    )
+    .expect("curate");
+    let clean: Vec<&String> = [&ids[0], &ids[4], &ids[5]].into_iter().collect();
+    assert_eq!(summary.rows, clean.len());
+    let rows = reel_manifest::Manifest::open(&manifest).expect("manifest");
+    let mut got: Vec<String> = rows
+        .episodes()
+        .map(|e| e.episode_id().expect("id").to_owned())
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = clean.into_iter().cloned().collect();
+    want.sort();
+    assert_eq!(got, want);
+
+    // --drop removes the slot, and the server stops keeping WAL for it.
+    let out = Command::new(env!("CARGO_BIN_EXE_reel-cdc"))
+        .args(["--postgres", &url, "--drop", "--quiet"])
+        .output()
+        .expect("drop");
+    assert!(out.status.success());
+    assert!(!db.slot_exists("reel").expect("slots"));
+}
+
+/// A steady writer: inserts (each a new key), updates and deletes of annotations, one
+/// small transaction at a time; counts the committed inserts.
+fn writer(url: String, stop: Arc<AtomicBool>, inserted: Arc<AtomicU64>) {
+    let mut db = Database::connect(&url).expect("writer");
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        i += 1;
+        let sql = match i % 5 {
+            0 => format!(
+                "UPDATE annotations SET value = 'v{i}' WHERE episode_id = 'w-{}'",
+                i / 2
+            ),
+            3 => format!("DELETE FROM annotations WHERE episode_id = 'w-{}'", i / 3),
+            _ => format!(
+                "INSERT INTO annotations (episode_id, key, value, author) VALUES ('w-{i}', 'k', 'v', 'w')"
+            ),
+        };
+        db.query(&sql).expect("write");
+        if !matches!(i % 5, 0 | 3) {
+            inserted.fetch_add(1, Ordering::Relaxed);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn sigkill_at_random_moments_under_load_then_resume_loses_and_doubles_nothing() {
+    let pg = PgServer::start().expect("PostgreSQL");
+    let url = pg.metadata_database("metadata").expect("database");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    warehouse_with_episodes(&warehouse, 4);
+    // Rows for the snapshot, and a first kill early enough to land in it.
+    let mut db = Database::connect(&url).expect("connect");
+    db.query(
+        "INSERT INTO annotations (episode_id, key, value, author) \
+         SELECT 'pre-' || i, 'k', 'v', 'pre' FROM generate_series(1, 5000) i",
+    )
+    .expect("preload");
+    let mut child = reel_cdc(&url, &warehouse)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(40));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    once(&url, &warehouse);
+
+    // Then a steady writer, and ten kills at deterministic "random" moments (xorshift)
+    // while streaming and flushing every 50 ms.
+    let stop = Arc::new(AtomicBool::new(false));
+    let inserted = Arc::new(AtomicU64::new(0));
+    let load = {
+        let (url, stop, inserted) = (url.clone(), stop.clone(), inserted.clone());
+        std::thread::spawn(move || writer(url, stop, inserted))
+    };
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..10 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let wait = Duration::from_millis(80 + state % 500);
+        let mut child: Child = reel_cdc(&url, &warehouse)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(wait);
+        child.kill().expect("SIGKILL");
+        child.wait().expect("wait");
+    }
+    stop.store(true, Ordering::Relaxed);
+    load.join().expect("writer");
+    once(&url, &warehouse);
+
+    let sql = "SELECT episode_id, key, value, author FROM annotations";
+    let want = db_rows(&mut db, sql);
+    assert!(
+        want.len() > 5100,
+        "the writer wrote too little: {}",
+        want.len()
+    );
+    assert_eq!(warehouse_rows(&warehouse, sql), want);
+    // Each preloaded row is in the snapshot once, and each committed insert of the
+    // writer is in the log once: no change lost or doubled.
+    let log = change_log(&warehouse, "annotations", "episode_id");
+    let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for (op, _, key) in &log {
+        *seen.entry((op.as_str(), key.as_str())).or_default() += 1;
+    }
+    let count = |op: &str, prefix: &str| {
+        seen.iter()
+            .filter(|((o, k), _)| *o == op && k.starts_with(prefix))
+            .map(|(_, n)| *n)
+            .collect::<Vec<_>>()
+    };
+    let snapshot = count("snapshot", "pre-");
+    assert_eq!(snapshot.len(), 5000);
+    assert!(
+        snapshot.iter().all(|&n| n == 1),
+        "a snapshot row landed twice"
+    );
+    let inserts = count("insert", "w-");
+    assert_eq!(inserts.len() as u64, inserted.load(Ordering::Relaxed));
+    assert!(inserts.iter().all(|&n| n == 1), "an insert landed twice");
+}
+
+fn failure(url: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_reel-cdc"))
+        .args(["--postgres", url, "--warehouse"])
+        .arg(dir.path())
+        .arg("--once")
+        .output()
+        .expect("run");
+    assert!(!out.status.success(), "reel-cdc succeeded against {url}");
+    assert!(
+        std::fs::read_dir(dir.path()).expect("dir").next().is_none(),
+        "a refused capture wrote to the warehouse"
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_misconfigured_database_gets_an_error_that_says_what_to_fix() {
+    // Nothing listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let err = failure(&format!(
+        "postgresql://postgres:pw@127.0.0.1:{port}/metadata"
+    ));
+    assert!(err.contains("cannot be reached"), "{err}");
+    assert!(!err.contains(":pw@"), "the password was printed: {err}");
+
+    let pg = PgServer::start().expect("PostgreSQL");
+    let url = pg.metadata_database("metadata").expect("database");
+    // Wrong password.
+    let err = failure(&url.replace(reel_cdc::test_support::PASSWORD, "wrong-password"));
+    assert!(err.contains("refused the credentials"), "{err}");
+    assert!(
+        !err.contains("wrong-password"),
+        "the password was printed: {err}"
+    );
+    // A table without a primary key.
+    let mut db = Database::connect(&url).expect("connect");
+    db.query("CREATE TABLE notes (episode_id text, note text)")
+        .expect("create");
+    let out = Command::new(env!("CARGO_BIN_EXE_reel-cdc"))
+        .args([
+            "--postgres",
+            &url,
+            "--tables",
+            "annotations,notes",
+            "--once",
+            "--warehouse",
+        ])
+        .arg(tempfile::tempdir().expect("tempdir").path())
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("notes") && err.contains("no primary key"),
+        "{err}"
+    );
+
+    // wal_level = replica.
+    let replica = PgServer::start_with_wal_level("replica").expect("PostgreSQL");
+    let url = replica.metadata_database("metadata").expect("database");
+    let err = failure(&url);
+    assert!(
+        err.contains("wal_level") && err.contains("logical") && err.contains("restart"),
+        "{err}"
+    );
+}

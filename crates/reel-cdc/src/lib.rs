@@ -1,0 +1,42 @@
+//! Change data capture from the metadata database (PostgreSQL) into the warehouse.
+//!
+//! Operations write episodes' status, annotations and QC decisions into PostgreSQL;
+//! curation reads them beside the warehouse's `episodes`, seconds behind. A capture
+//! keeps a publication and a logical replication slot (pgoutput), takes one consistent
+//! snapshot of the captured tables, then streams every commit into Parquet parts under
+//! `db/<table>/` of the warehouse store (layout: [`reel_manifest::changes`]).
+//!
+//! Exactly once across crashes: parts are written first, the progress record naming the
+//! LSN they cover last, and only then is that LSN confirmed to the server. A restart
+//! removes parts past the record, resumes from it and skips commits it already holds.
+//! A snapshot that did not finish is taken again from a new slot.
+//!
+//! ```no_run
+//! use reel_cdc::{CaptureOptions, Until, capture};
+//! use reel_io::Store;
+//!
+//! let mut options = CaptureOptions::new("postgresql://reel@127.0.0.1:5432/metadata");
+//! options.until = Until::CaughtUp;
+//! let summary = capture(&options, Store::open("/data/warehouse")?, &mut |flush| {
+//!     eprintln!("{} tables up to {}", flush.changes.len(), flush.lsn);
+//! })?;
+//! println!("{} changes", summary.changes);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod capture;
+mod change_log;
+pub mod database;
+mod error;
+mod table_log;
+#[cfg(feature = "test-support")]
+pub mod test_support;
+
+pub use capture::{CaptureOptions, CaptureSummary, Until, capture, drop_capture};
+pub use change_log::Flush;
+pub use database::Database;
+pub use error::{Error, ErrorKind, Result};
+
+/// The metadata database's schema (`docs/METADATA.md`): `episodes`, `annotations`,
+/// `qc_overrides`. Safe to run again.
+pub const SCHEMA_SQL: &str = include_str!("../schema.sql");
