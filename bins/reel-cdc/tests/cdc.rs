@@ -257,6 +257,43 @@ fn every_kind_of_change_lands_once_and_curation_joins_it() {
     );
     assert_eq!(log.iter().filter(|(op, _, _)| op == "snapshot").count(), 1);
 
+    // A compaction of the change log answers the same; so do changes after it.
+    let compaction =
+        reel_curate::compact(&Warehouse::open(&warehouse.to_string_lossy()).expect("warehouse"))
+            .expect("compact");
+    let compacted: Vec<&str> = compaction
+        .db_tables
+        .iter()
+        .map(|(t, _)| t.as_str())
+        .collect();
+    assert_eq!(compacted, ["annotations", "episodes", "qc_overrides"]);
+    db.query(&format!(
+        "DELETE FROM annotations WHERE episode_id = '{}' AND key = 'grasp_quality'",
+        ids[3]
+    ))
+    .expect("delete");
+    db.query("UPDATE annotations SET value = 'x' WHERE episode_id = 'bulk-7'")
+        .expect("update");
+    once(&url, &warehouse);
+    assert_eq!(
+        warehouse_rows(&warehouse, annotations),
+        db_rows(&mut db, annotations)
+    );
+    assert_eq!(warehouse_rows(&warehouse, qc), db_rows(&mut db, qc));
+    let again =
+        reel_curate::compact(&Warehouse::open(&warehouse.to_string_lossy()).expect("warehouse"))
+            .expect("compact");
+    assert_eq!(
+        again.db_tables.len(),
+        1,
+        "only annotations changed: {:?}",
+        again.db_tables
+    );
+    assert_eq!(
+        warehouse_rows(&warehouse, annotations),
+        db_rows(&mut db, annotations)
+    );
+
     // A curation joins the captured annotations with the warehouse's episodes.
     let manifest = dir.path().join("annotated.arrow");
     let summary = reel_curate::curate_to_manifest(

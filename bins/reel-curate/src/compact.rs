@@ -52,6 +52,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         eprintln!("reel-compact: already current ({})", summary.id);
     }
+    for (table, rows) in &summary.db_tables {
+        eprintln!("reel-compact: database table {table}: {rows} current rows");
+    }
     println!(
         "{}",
         serde_json::json!({
@@ -61,6 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "bytes": summary.bytes,
             "covered_files": summary.covered,
             "written": summary.written,
+            "db_tables": summary.db_tables.iter().map(|(t, rows)| serde_json::json!({"table": t, "rows": rows})).collect::<Vec<_>>(),
             "seconds": seconds,
         })
     );

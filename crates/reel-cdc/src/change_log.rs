@@ -125,11 +125,10 @@ impl ChangeLog {
         self.pending_since.map(|t| t.elapsed())
     }
 
-    /// Forgets everything: a snapshot that never finished cannot be resumed.
+    /// Forgets everything (parts, compactions, progress): a snapshot that never
+    /// finished cannot be resumed.
     pub fn reset(&mut self) -> Result<()> {
-        for key in self.parts()? {
-            self.store.remove(&key)?;
-        }
+        self.store.remove_all(CHANGES_PREFIX)?;
         self.progress.lsn = 0;
         self.progress.snapshot_done = false;
         for table in self.tables.values_mut() {

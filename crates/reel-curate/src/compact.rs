@@ -90,6 +90,8 @@ pub struct CompactionSummary {
     pub covered: usize,
     /// False when the current compaction already covered exactly these files.
     pub written: bool,
+    /// Captured database tables compacted (`reel-cdc`): name and rows.
+    pub db_tables: Vec<(String, u64)>,
 }
 
 /// Reads the pointer, if any.
@@ -155,6 +157,7 @@ pub fn compact_with(
     options: CompactOptions,
 ) -> Result<CompactionSummary, CurateError> {
     let store = warehouse.store();
+    let db_tables = warehouse.db_tables().compact(warehouse)?;
     let files = warehouse.files();
     let id = format!("c-{:016x}-{}", file_set_hash(files), files.len());
     let previous = warehouse.compaction().map(|(p, _)| p);
@@ -170,6 +173,7 @@ pub fn compact_with(
                 .sum::<Result<u64, _>>()?,
             covered: p.covers.len(),
             written: false,
+            db_tables,
         });
     }
 
@@ -269,5 +273,6 @@ pub fn compact_with(
         bytes,
         covered: files.len(),
         written: true,
+        db_tables,
     })
 }

@@ -98,6 +98,24 @@ pub fn parse_part_key(key: &str) -> Option<(&str, u64)> {
     Some((table, u64::from_str_radix(lsn, 16).ok()?))
 }
 
+/// Key of the compaction of `table`'s change log up to `lsn`: the latest change of each
+/// live row, in the same columns. Readers take the newest one at or before the progress
+/// record's LSN and the parts after it.
+pub fn compacted_key(table: &str, lsn: u64) -> String {
+    format!("{CHANGES_PREFIX}{table}/compacted-{lsn:016X}.parquet")
+}
+
+/// The table and LSN of a compaction key, or `None` for anything else.
+pub fn parse_compacted_key(key: &str) -> Option<(&str, u64)> {
+    let rest = key.strip_prefix(CHANGES_PREFIX)?;
+    let (table, name) = rest.split_once('/')?;
+    let lsn = name.strip_prefix("compacted-")?.strip_suffix(".parquet")?;
+    if lsn.len() != 16 {
+        return None;
+    }
+    Some((table, u64::from_str_radix(lsn, 16).ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +133,12 @@ mod tests {
         assert_eq!(parse_part_key("db/_progress.json"), None);
         assert_eq!(parse_part_key("db/t/xyz.parquet"), None);
         assert_eq!(lsn_text(0x16_B374_D848), "16/B374D848");
+        let c = compacted_key("annotations", 0x16_B374_D848);
+        assert_eq!(
+            parse_compacted_key(&c),
+            Some(("annotations", 0x16_B374_D848))
+        );
+        assert_eq!(parse_part_key(&c), None);
+        assert_eq!(parse_compacted_key(&a), None);
     }
 }
