@@ -503,3 +503,40 @@ fn a_misconfigured_database_gets_an_error_that_says_what_to_fix() {
         "{err}"
     );
 }
+
+#[test]
+fn a_quiet_capture_moves_its_slot_past_other_tables_wal() {
+    let pg = PgServer::start().expect("PostgreSQL");
+    let url = pg.metadata_database("metadata").expect("database");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    once(&url, &warehouse);
+    let mut db = Database::connect(&url).expect("connect");
+    db.query("CREATE TABLE telemetry (id int PRIMARY KEY, payload text)")
+        .expect("create");
+    let mut child = reel_cdc(&url, &warehouse)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    // WAL of a table the capture does not follow: pgoutput sends nothing for it, so only
+    // the capture's markers can let the slot move past it.
+    db.query("INSERT INTO telemetry SELECT i, repeat('x', 200) FROM generate_series(1, 20000) i")
+        .expect("insert");
+    let written = db.current_wal_lsn().expect("lsn");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut confirmed = 0;
+    while std::time::Instant::now() < deadline {
+        confirmed = db.confirmed_flush_lsn("reel").expect("slot").unwrap_or(0);
+        if confirmed >= written {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    assert!(
+        confirmed >= written,
+        "the slot stayed at {confirmed:X}, before the other table's WAL ending at {written:X}"
+    );
+}
