@@ -201,54 +201,10 @@ pub fn capture(
     let mut stream = if log.snapshot_done() {
         stream
     } else {
+        let (stream, rows) = take_snapshot(&runtime, stream, &mut log, options, on_flush)?;
         summary.snapshot_taken = true;
-        match runtime.block_on(stream.snapshot()).map_err(pg(url))? {
-            SnapshotOutcome::Unavailable(_) => {
-                return Err(Error::Slot {
-                    slot: options.slot.clone(),
-                    reason: "another process created it while this one started; run one reel-cdc per slot".into(),
-                });
-            }
-            SnapshotOutcome::Available(snapshot) => {
-                let point = snapshot.consistent_point().0;
-                for table in snapshot.tables() {
-                    let relation = table.relation();
-                    if let Some(table_log) = log.table(&relation.relation_name) {
-                        let columns: Vec<_> = (relation.columns.iter())
-                            .map(|c| (c.name.clone(), c.type_id))
-                            .collect();
-                        table_log.fit(&columns)?;
-                    }
-                }
-                log.begin_snapshot(point);
-                let taken_ns = now_ns();
-                let mut events = snapshot.events();
-                while let Some(event) = runtime.block_on(events.next_event()).map_err(pg(url))? {
-                    if let EventType::Insert { table, data, .. } = &event.event_type
-                        && let Some(table_log) = log.table(table)
-                    {
-                        let values = table_log.values(data, None, false)?;
-                        let change = RowChange {
-                            op: ops::SNAPSHOT,
-                            values,
-                        };
-                        log.take_snapshot_row(point, taken_ns, table, change);
-                        summary.changes += 1;
-                    }
-                    if log.pending_rows() >= options.flush_rows
-                        && let Some(flush) = log.flush(false)?
-                    {
-                        on_flush(&flush);
-                    }
-                }
-                let stream = runtime.block_on(events.finish()).map_err(pg(url))?;
-                log.begin_snapshot(point);
-                if let Some(flush) = log.flush(true)? {
-                    on_flush(&flush);
-                }
-                stream
-            }
-        }
+        summary.changes += rows;
+        stream
     };
     runtime
         .block_on(stream.start(Some(log.lsn())))
@@ -266,8 +222,8 @@ pub fn capture(
         db.emit_marker(caught_up_marker.as_deref().unwrap_or_default())?;
     }
     let mut last_marker = std::time::Instant::now();
-    // The open transaction: its commit time and changes in order.
-    let mut open: Option<(i64, Changes)> = None;
+    // The open transaction's changes, in order.
+    let mut open: Option<Changes> = None;
     loop {
         let wait = match log.pending_for() {
             Some(waited) => options.flush_interval.saturating_sub(waited),
@@ -276,120 +232,13 @@ pub fn capture(
         let event = runtime
             .block_on(next_within(&mut stream, wait.max(Duration::from_millis(1))))
             .map_err(pg(url))?;
-        let mut idle = false;
-        let mut reached_marker = None;
-        match event.map(|e| e.event_type) {
-            None => idle = true,
-            Some(EventType::Begin {
-                commit_timestamp, ..
-            }) => {
-                open = Some((
-                    commit_timestamp.timestamp_nanos_opt().unwrap_or(0),
-                    Vec::new(),
-                ))
+        let idle = event.is_none();
+        let reached_marker = match event {
+            Some(event) => {
+                take_event(event.event_type, &mut open, &mut log, &mut summary, &marker)?
             }
-            Some(EventType::Relation {
-                namespace,
-                relation_name,
-                columns,
-                ..
-            }) if &*namespace == "public" => {
-                if let Some(table_log) = log.table(&relation_name) {
-                    let columns: Vec<_> = (columns.iter())
-                        .map(|c| (c.name.clone(), c.type_id))
-                        .collect();
-                    table_log.fit(&columns)?;
-                }
-            }
-            Some(EventType::Insert { table, data, .. }) => {
-                if let (Some((_, changes)), Some(table_log)) = (&mut open, log.table(&table)) {
-                    let values = table_log.values(&data, None, false)?;
-                    changes.push((
-                        table,
-                        RowChange {
-                            op: ops::INSERT,
-                            values,
-                        },
-                    ));
-                }
-            }
-            Some(EventType::Update {
-                table,
-                old_data,
-                new_data,
-                ..
-            }) => {
-                if let (Some((_, changes)), Some(table_log)) = (&mut open, log.table(&table)) {
-                    let values = table_log.values(&new_data, old_data.as_ref(), true)?;
-                    // A changed key is the old row leaving and a new one arriving.
-                    if let Some(old) = &old_data {
-                        let old_values = table_log.values(old, None, false)?;
-                        let old_key = table_log.key_of(&old_values);
-                        if old_key != table_log.key_of(&values) {
-                            changes.push((table.clone(), delete_of(table_log, &old_values)));
-                        }
-                    }
-                    changes.push((
-                        table,
-                        RowChange {
-                            op: ops::UPDATE,
-                            values,
-                        },
-                    ));
-                }
-            }
-            Some(EventType::Delete {
-                table, old_data, ..
-            }) => {
-                if let (Some((_, changes)), Some(table_log)) = (&mut open, log.table(&table)) {
-                    let old_values = table_log.values(&old_data, None, false)?;
-                    changes.push((table, delete_of(table_log, &old_values)));
-                }
-            }
-            Some(EventType::Truncate { tables, .. }) => {
-                if let Some((_, changes)) = &mut open {
-                    for qualified in tables {
-                        let name: Arc<str> = qualified
-                            .strip_prefix("public.")
-                            .unwrap_or(&qualified)
-                            .into();
-                        if let Some(table_log) = log.table(&name) {
-                            let values = vec![None; table_log.shape.columns.len()];
-                            changes.push((
-                                name,
-                                RowChange {
-                                    op: ops::TRUNCATE,
-                                    values,
-                                },
-                            ));
-                        }
-                    }
-                }
-            }
-            Some(EventType::Commit {
-                end_lsn,
-                commit_timestamp,
-                ..
-            }) => {
-                let commit_ns = commit_timestamp.timestamp_nanos_opt().unwrap_or(0);
-                let (_, changes) = open.take().unwrap_or((commit_ns, Vec::new()));
-                // A commit the warehouse already holds (the server resends from its
-                // last confirmed position) is skipped: each change lands once.
-                if end_lsn.0 > log.lsn() {
-                    summary.changes += changes.len();
-                    log.take_commit(end_lsn.0, commit_ns, changes);
-                }
-            }
-            Some(EventType::Message {
-                prefix,
-                content,
-                message_lsn,
-                ..
-            }) if &*prefix == MARKER_PREFIX && content.starts_with(marker.as_bytes()) => {
-                reached_marker = Some((message_lsn.0, content));
-            }
-            Some(_) => {}
-        }
+            None => None,
+        };
         let stopping = (options.stop.as_ref()).is_some_and(|s| s.load(Ordering::Relaxed));
         let due = stopping
             || log.pending_rows() >= options.flush_rows
@@ -428,6 +277,168 @@ pub fn capture(
     summary.lsn = log.lsn();
     let _ = runtime.block_on(stream.stop());
     Ok(summary)
+}
+
+/// Takes one streamed event into the open transaction or the log; returns the LSN and
+/// content of a marker of this capture.
+fn take_event(
+    event: EventType,
+    open: &mut Option<Changes>,
+    log: &mut ChangeLog,
+    summary: &mut CaptureSummary,
+    marker: &str,
+) -> Result<Option<(u64, bytes::Bytes)>> {
+    match event {
+        EventType::Begin { .. } => *open = Some(Vec::new()),
+        EventType::Relation {
+            namespace,
+            relation_name,
+            columns,
+            ..
+        } if &*namespace == "public" => {
+            if let Some(table_log) = log.table(&relation_name) {
+                let columns: Vec<_> = (columns.iter())
+                    .map(|c| (c.name.clone(), c.type_id))
+                    .collect();
+                table_log.fit(&columns)?;
+            }
+        }
+        EventType::Insert { table, data, .. } => {
+            if let (Some(changes), Some(table_log)) = (open.as_mut(), log.table(&table)) {
+                let values = table_log.values(&data, None, false)?;
+                let op = ops::INSERT;
+                changes.push((table, RowChange { op, values }));
+            }
+        }
+        EventType::Update {
+            table,
+            old_data,
+            new_data,
+            ..
+        } => {
+            if let (Some(changes), Some(table_log)) = (open.as_mut(), log.table(&table)) {
+                let values = table_log.values(&new_data, old_data.as_ref(), true)?;
+                // A changed key is the old row leaving and a new one arriving.
+                if let Some(old) = &old_data {
+                    let old_values = table_log.values(old, None, false)?;
+                    if table_log.key_of(&old_values) != table_log.key_of(&values) {
+                        changes.push((table.clone(), delete_of(table_log, &old_values)));
+                    }
+                }
+                let op = ops::UPDATE;
+                changes.push((table, RowChange { op, values }));
+            }
+        }
+        EventType::Delete {
+            table, old_data, ..
+        } => {
+            if let (Some(changes), Some(table_log)) = (open.as_mut(), log.table(&table)) {
+                let old_values = table_log.values(&old_data, None, false)?;
+                changes.push((table, delete_of(table_log, &old_values)));
+            }
+        }
+        EventType::Truncate { tables, .. } => {
+            if let Some(changes) = open.as_mut() {
+                for qualified in tables {
+                    let name: Arc<str> = qualified
+                        .strip_prefix("public.")
+                        .unwrap_or(&qualified)
+                        .into();
+                    if let Some(table_log) = log.table(&name) {
+                        let values = vec![None; table_log.shape.columns.len()];
+                        let op = ops::TRUNCATE;
+                        changes.push((name, RowChange { op, values }));
+                    }
+                }
+            }
+        }
+        EventType::Commit {
+            end_lsn,
+            commit_timestamp,
+            ..
+        } => {
+            let changes = open.take().unwrap_or_default();
+            // A commit the warehouse already holds (the server resends from its last
+            // confirmed position) is skipped: each change lands once.
+            if end_lsn.0 > log.lsn() {
+                summary.changes += changes.len();
+                let commit_ns = commit_timestamp.timestamp_nanos_opt().unwrap_or(0);
+                log.take_commit(end_lsn.0, commit_ns, changes);
+            }
+        }
+        EventType::Message {
+            prefix,
+            content,
+            message_lsn,
+            ..
+        } if &*prefix == MARKER_PREFIX && content.starts_with(marker.as_bytes()) => {
+            return Ok(Some((message_lsn.0, content)));
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+/// Takes the initial snapshot through the slot's exported snapshot: every row of the
+/// captured tables at the slot's consistent point, flushed as it grows and marked done
+/// last. Returns the stream, ready to start at that point, and the rows taken.
+fn take_snapshot(
+    runtime: &tokio::runtime::Runtime,
+    stream: LogicalReplicationStream,
+    log: &mut ChangeLog,
+    options: &CaptureOptions,
+    on_flush: &mut dyn FnMut(&Flush),
+) -> Result<(LogicalReplicationStream, usize)> {
+    let url = options.postgres.as_str();
+    let snapshot = match runtime.block_on(stream.snapshot()).map_err(pg(url))? {
+        SnapshotOutcome::Available(snapshot) => snapshot,
+        SnapshotOutcome::Unavailable(_) => {
+            return Err(Error::Slot {
+                slot: options.slot.clone(),
+                reason:
+                    "another process created it while this one started; run one reel-cdc per slot"
+                        .into(),
+            });
+        }
+    };
+    let point = snapshot.consistent_point().0;
+    for table in snapshot.tables() {
+        let relation = table.relation();
+        if let Some(table_log) = log.table(&relation.relation_name) {
+            let columns: Vec<_> = (relation.columns.iter())
+                .map(|c| (c.name.clone(), c.type_id))
+                .collect();
+            table_log.fit(&columns)?;
+        }
+    }
+    log.begin_snapshot(point);
+    let taken_ns = now_ns();
+    let mut rows = 0;
+    let mut events = snapshot.events();
+    while let Some(event) = runtime.block_on(events.next_event()).map_err(pg(url))? {
+        if let EventType::Insert { table, data, .. } = &event.event_type
+            && let Some(table_log) = log.table(table)
+        {
+            let values = table_log.values(data, None, false)?;
+            let change = RowChange {
+                op: ops::SNAPSHOT,
+                values,
+            };
+            log.take_snapshot_row(point, taken_ns, table, change);
+            rows += 1;
+        }
+        if log.pending_rows() >= options.flush_rows
+            && let Some(flush) = log.flush(false)?
+        {
+            on_flush(&flush);
+        }
+    }
+    let stream = runtime.block_on(events.finish()).map_err(pg(url))?;
+    log.begin_snapshot(point);
+    if let Some(flush) = log.flush(true)? {
+        on_flush(&flush);
+    }
+    Ok((stream, rows))
 }
 
 /// A delete of the row whose old values are `old` (only its key is kept).
