@@ -98,16 +98,8 @@ fn main() {
          ON CONFLICT (episode_id, key) DO UPDATE SET value = excluded.value, updated_at = now();\n",
     )
     .expect("script");
-    let pgbench = std::env::var_os("REEL_PG_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            let mut dirs: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
-                .expect("PostgreSQL")
-                .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-                .collect();
-            dirs.sort();
-            dirs.pop().expect("PostgreSQL bin")
-        })
+    let pgbench = reel_cdc::test_support::pg_bin()
+        .expect("PostgreSQL")
         .join("pgbench");
     let cpu_before = cpu_seconds();
     let started = Instant::now();

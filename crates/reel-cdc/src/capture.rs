@@ -216,10 +216,10 @@ pub fn capture(
     // server sends nothing for other tables' WAL, so without markers a quiet capture
     // would hold WAL for ever), and, with `Until::CaughtUp`, the point to stop at.
     let marker = format!("{}:{}", options.slot, now_ns());
-    let mut caught_up_marker = None;
-    if options.until == Until::CaughtUp {
-        caught_up_marker = Some(format!("{marker}:caught-up"));
-        db.emit_marker(caught_up_marker.as_deref().unwrap_or_default())?;
+    let caught_up_marker =
+        (options.until == Until::CaughtUp).then(|| format!("{marker}:caught-up"));
+    if let Some(caught_up) = &caught_up_marker {
+        db.emit_marker(caught_up)?;
     }
     let mut last_marker = std::time::Instant::now();
     // The open transaction's changes, in order.

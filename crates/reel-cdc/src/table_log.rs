@@ -2,10 +2,8 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, UInt32Builder, UInt64Builder,
-};
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::builder::{Int64Builder, StringBuilder, UInt32Builder, UInt64Builder};
+use arrow_array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
@@ -54,6 +52,20 @@ pub(crate) fn arrow_type(pg_type: &str) -> DataType {
         "float4" | "float8" => DataType::Float64,
         _ => DataType::Utf8,
     }
+}
+
+/// Each cell in PostgreSQL's text form, parsed by `parse` (null stays null), or the
+/// first cell it rejects.
+fn parse_cells<'a, T>(
+    cells: impl Iterator<Item = Option<&'a Bytes>>,
+    parse: impl Fn(&str) -> Option<T>,
+) -> std::result::Result<Vec<Option<T>>, &'a Bytes> {
+    cells
+        .map(|cell| match cell {
+            None => Ok(None),
+            Some(b) => parse(&String::from_utf8_lossy(b)).map(Some).ok_or(b),
+        })
+        .collect()
 }
 
 /// One change waiting for its part.
@@ -213,50 +225,25 @@ impl TableLog {
                     text(b)
                 )
             };
+            let rejected = |b: &Bytes| err(bad(b));
             let array: ArrayRef = match data_type {
                 DataType::Boolean => {
-                    let mut builder = BooleanBuilder::new();
-                    for cell in cells {
-                        match cell.map(|b| b.as_ref()) {
-                            None => builder.append_null(),
-                            Some(b"t") => builder.append_value(true),
-                            Some(b"f") => builder.append_value(false),
-                            Some(_) => return Err(err(bad(cell.expect("some")))),
-                        }
-                    }
-                    Arc::new(builder.finish())
+                    let flag = |t: &str| match t {
+                        "t" => Some(true),
+                        "f" => Some(false),
+                        _ => None,
+                    };
+                    Arc::new(BooleanArray::from(
+                        parse_cells(cells, flag).map_err(rejected)?,
+                    ))
                 }
-                DataType::Int64 => {
-                    let mut builder = Int64Builder::new();
-                    for cell in cells {
-                        match cell {
-                            None => builder.append_null(),
-                            Some(b) => {
-                                builder.append_value(text(b).parse().map_err(|_| err(bad(b)))?)
-                            }
-                        }
-                    }
-                    Arc::new(builder.finish())
-                }
-                DataType::Float64 => {
-                    let mut builder = Float64Builder::new();
-                    for cell in cells {
-                        match cell {
-                            None => builder.append_null(),
-                            Some(b) => {
-                                builder.append_value(text(b).parse().map_err(|_| err(bad(b)))?)
-                            }
-                        }
-                    }
-                    Arc::new(builder.finish())
-                }
-                _ => {
-                    let mut builder = StringBuilder::new();
-                    for cell in cells {
-                        builder.append_option(cell.map(text));
-                    }
-                    Arc::new(builder.finish())
-                }
+                DataType::Int64 => Arc::new(Int64Array::from(
+                    parse_cells(cells, |t| t.parse().ok()).map_err(rejected)?,
+                )),
+                DataType::Float64 => Arc::new(Float64Array::from(
+                    parse_cells(cells, |t| t.parse().ok()).map_err(rejected)?,
+                )),
+                _ => Arc::new(cells.map(|c| c.map(text)).collect::<StringArray>()),
             };
             fields.push(Field::new(&column.name, array.data_type().clone(), true));
             arrays.push(array);

@@ -24,7 +24,8 @@ pub struct PgServer {
 
 type Result<T> = std::result::Result<T, String>;
 
-fn pg_bin() -> Result<PathBuf> {
+/// PostgreSQL's programs: `$REEL_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin`.
+pub fn pg_bin() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("REEL_PG_BIN") {
         return Ok(PathBuf::from(dir));
     }

@@ -194,20 +194,17 @@ fn latest_changes(
             .lazy());
     }
     let log = warehouse.scan_parts(keys.iter().copied(), true)?;
-    let truncated = log
-        .clone()
+    // Rows after the table's last truncate (every row when it has none), in the same
+    // scan: the aggregate is taken over the whole log before the filter applies.
+    let truncated_at = col(LSN_COLUMN)
         .filter(col(OP_COLUMN).eq(lit(ops::TRUNCATE)))
-        .select([col(LSN_COLUMN).max()])
-        .collect()
-        .map_err(CurateError::Query)?;
-    let truncated_at = truncated
-        .column(LSN_COLUMN)
-        .and_then(|c| c.u64().map(|c| c.get(0)))
-        .map_err(CurateError::Query)?;
-    let mut rows = log.filter(col(OP_COLUMN).neq(lit(ops::TRUNCATE)));
-    if let Some(lsn) = truncated_at {
-        rows = rows.filter(col(LSN_COLUMN).gt(lit(lsn)));
-    }
+        .max()
+        .fill_null(lit(0u64));
+    let rows = log.filter(
+        col(OP_COLUMN)
+            .neq(lit(ops::TRUNCATE))
+            .and(col(LSN_COLUMN).gt(truncated_at)),
+    );
     let key: Vec<Expr> = key_columns.iter().map(|k| col(k.as_str())).collect();
     Ok(rows
         .sort_by_exprs(
