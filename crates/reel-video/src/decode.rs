@@ -32,6 +32,7 @@ pub(crate) fn is_again(e: &ffmpeg_next::Error) -> bool {
 pub struct H264Decoder {
     decoder: decoder::Video,
     scaler: Scaler,
+    units_decoded: u64,
 }
 
 impl std::fmt::Debug for H264Decoder {
@@ -98,13 +99,16 @@ impl H264Decoder {
         Ok(Self {
             decoder: open_decoder(H264, "h264")?,
             scaler: Scaler::with_conversion(conversion),
+            units_decoded: 0,
         })
     }
 
     /// Decodes `units` in order — the first must be a keyframe — and returns the pictures
     /// of the units at indexes `wanted` (into `units`, in the order given), as RGB at
     /// `size` (width, height) or the stream's own size. Units after the last wanted one are
-    /// not decoded. The decoder is reset afterwards, ready for an unrelated run.
+    /// not decoded, nor are unwanted units that are not reference pictures (nothing
+    /// predicts from them: in a [star GOP](crate::GopStructure::Star) a frame needs only
+    /// its keyframe). The decoder is reset afterwards, ready for an unrelated run.
     pub fn decode_run(
         &mut self,
         units: &[&[u8]],
@@ -140,6 +144,11 @@ impl H264Decoder {
             .collect()
     }
 
+    /// Access units this decoder has decoded so far (the units it skipped not counted).
+    pub fn units_decoded(&self) -> u64 {
+        self.units_decoded
+    }
+
     /// Converts a picture to packed RGB at `size` (width, height) or its own size.
     pub fn to_rgb(&mut self, picture: &Picture, size: Option<(usize, usize)>) -> Result<RgbImage> {
         self.scaler.convert_to_rgb(&picture.frame, size)
@@ -152,6 +161,10 @@ impl H264Decoder {
         pictures: &mut [Option<Picture>],
     ) -> Result<()> {
         for (i, unit) in units.iter().enumerate() {
+            if !wanted.contains(&i) && !crate::h264::is_reference(unit) {
+                continue;
+            }
+            self.units_decoded += 1;
             let mut packet = Packet::copy(unit);
             packet.set_pts(Some(i as i64));
             packet.set_dts(Some(i as i64));

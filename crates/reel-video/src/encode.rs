@@ -6,6 +6,7 @@ use ffmpeg_next::util::frame::Video as Frame;
 use ffmpeg_next::{Dictionary, Packet, Rational, encoder, picture};
 
 use crate::scale::Scaler;
+use crate::star::StarCoder;
 use crate::{Error, Result, RgbImage, ffmpeg_err};
 
 /// Chroma subsampling of the encoded stream.
@@ -19,12 +20,27 @@ pub enum ChromaFormat {
 }
 
 impl ChromaFormat {
-    fn pixel(self) -> Pixel {
+    pub(crate) fn pixel(self) -> Pixel {
         match self {
             Self::Yuv420 => Pixel::YUV420P,
             Self::Yuv444 => Pixel::YUV444P,
         }
     }
+}
+
+/// How the frames of a GOP predict from each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GopStructure {
+    /// Each frame predicts from the one before it (libx264's own P chain): the smallest
+    /// files; a frame `k` frames into its GOP decodes from `k + 1` access units.
+    #[default]
+    Chain,
+    /// Each frame after the keyframe predicts from the keyframe alone and is not a
+    /// reference picture: any frame decodes from at most two access units, its keyframe
+    /// and itself, and a decoder skips the units in between. Plain H.264 (no B-frames,
+    /// decode order = presentation order), so Foxglove plays it. Costs about twice the
+    /// encoding time and larger P-frames the further they are from their keyframe.
+    Star,
 }
 
 /// The H.264 encoder Reel uses unless told otherwise.
@@ -45,7 +61,10 @@ pub struct EncoderConfig {
     /// libx264 tune; `fastdecode` disables CABAC and in-loop deblocking costs for cheap decodes.
     pub tune: Option<String>,
     /// B-frames between references; 0 keeps decode order equal to presentation order.
+    /// Must be 0 with [`GopStructure::Star`].
     pub b_frames: u32,
+    /// How frames of a GOP predict from each other.
+    pub structure: GopStructure,
     /// Chroma subsampling.
     pub chroma: ChromaFormat,
     /// Nominal frame rate, used by rate control only (timestamps travel outside the stream).
@@ -63,6 +82,7 @@ impl Default for EncoderConfig {
             preset: "medium".into(),
             tune: Some("fastdecode".into()),
             b_frames: 0,
+            structure: GopStructure::Chain,
             chroma: ChromaFormat::Yuv420,
             fps: 30,
             threads: 0,
@@ -87,7 +107,7 @@ pub struct EncodedFrame {
 /// 2-pixel steps), so an odd width or height is coded one pixel larger, the last column or
 /// row repeated; [`Picture::crop`](crate::Picture::crop) gives the frame back.
 pub struct H264Encoder {
-    encoder: encoder::Video,
+    coder: Coder,
     scaler: Scaler,
     rgb: Frame,
     yuv: Frame,
@@ -117,6 +137,14 @@ pub fn coded_size(width: usize, height: usize) -> (usize, usize) {
     (width + width % 2, height + height % 2)
 }
 
+/// What turns YUV frames into access units.
+enum Coder {
+    /// One libx264 encoder for the whole stream.
+    Chain(encoder::Video),
+    /// A libx264 encoder per frame, its output restructured (see [`GopStructure::Star`]).
+    Star(StarCoder),
+}
+
 impl std::fmt::Debug for H264Encoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -139,44 +167,26 @@ impl H264Encoder {
         if config.gop == 0 || config.fps == 0 {
             return Err(Error::InvalidInput("gop and fps must be at least 1".into()));
         }
-        let codec = encoder::find_by_name(&config.encoder)
-            .ok_or_else(|| Error::CodecMissing(config.encoder.clone()))?;
-        let mut context = codec::context::Context::new_with_codec(codec)
-            .encoder()
-            .video()
-            .map_err(ffmpeg_err("creating the H.264 encoder"))?;
-        context.set_width(coded_width as u32);
-        context.set_height(coded_height as u32);
-        context.set_format(config.chroma.pixel());
-        context.set_time_base(Rational::new(1, config.fps as i32));
-        context.set_frame_rate(Some(Rational::new(config.fps as i32, 1)));
-        context.set_gop(config.gop);
-        context.set_max_b_frames(config.b_frames as usize);
-        let mut options = Dictionary::new();
-        options.set("preset", &config.preset);
-        if let Some(tune) = &config.tune {
-            options.set("tune", tune);
-        }
-        options.set("crf", &config.crf.to_string());
-        options.set("threads", &config.threads.to_string());
-        // A frame flagged as I becomes an IDR, so forced keyframes start closed GOPs.
-        options.set("forced-idr", "1");
-        // Fixed GOPs (no scene-cut keyframes) so camera chunks align with GOP boundaries;
-        // headers on every keyframe so any GOP decodes alone.
-        options.set(
-            "x264-params",
-            &format!(
-                "keyint={0}:min-keyint={0}:scenecut=0:repeat-headers=1:bframes={1}{2}",
-                config.gop,
-                config.b_frames,
-                x264_cpu_override().map_or(String::new(), |cpu| format!(":asm={cpu}")),
-            ),
-        );
-        let encoder = context
-            .open_as_with(codec, options)
-            .map_err(ffmpeg_err("opening libx264"))?;
+        let coder = match config.structure {
+            GopStructure::Chain => Coder::Chain(open_libx264(
+                config,
+                (coded_width, coded_height),
+                &format!(
+                    "keyint={0}:min-keyint={0}:scenecut=0:repeat-headers=1:bframes={1}",
+                    config.gop, config.b_frames
+                ),
+            )?),
+            GopStructure::Star => {
+                if config.b_frames != 0 {
+                    return Err(Error::InvalidInput(
+                        "star GOPs have no B-frames: set b_frames to 0".into(),
+                    ));
+                }
+                Coder::Star(StarCoder::new(config, (coded_width, coded_height)))
+            }
+        };
         Ok(Self {
-            encoder,
+            coder,
             scaler: Scaler::default(),
             rgb: Frame::new(Pixel::RGB24, coded_width as u32, coded_height as u32),
             yuv: Frame::new(
@@ -240,25 +250,81 @@ impl H264Encoder {
             picture::Type::None
         });
         self.next_index += 1;
-        self.encoder
-            .send_frame(&self.yuv)
-            .map_err(ffmpeg_err("sending a frame to libx264"))?;
-        self.drain()
+        match &mut self.coder {
+            Coder::Chain(encoder) => {
+                encoder
+                    .send_frame(&self.yuv)
+                    .map_err(ffmpeg_err("sending a frame to libx264"))?;
+                drain(encoder)
+            }
+            Coder::Star(star) => star.push(&mut self.yuv, keyframe).map(|unit| vec![unit]),
+        }
     }
 
     /// Flushes the encoder and returns the remaining access units.
-    pub fn finish(mut self) -> Result<Vec<EncodedFrame>> {
-        self.encoder
-            .send_eof()
-            .map_err(ffmpeg_err("flushing libx264"))?;
-        self.drain()
+    pub fn finish(self) -> Result<Vec<EncodedFrame>> {
+        match self.coder {
+            Coder::Chain(mut encoder) => {
+                encoder
+                    .send_eof()
+                    .map_err(ffmpeg_err("flushing libx264"))?;
+                drain(&mut encoder)
+            }
+            // Each frame came out when it went in.
+            Coder::Star(_) => Ok(Vec::new()),
+        }
     }
+}
 
-    fn drain(&mut self) -> Result<Vec<EncodedFrame>> {
+/// Opens libx264 (or the configured encoder) for frames of `coded` size, with Reel's
+/// settings and `params` for x264.
+pub(crate) fn open_libx264(
+    config: &EncoderConfig,
+    (coded_width, coded_height): (usize, usize),
+    params: &str,
+) -> Result<encoder::Video> {
+    let codec = encoder::find_by_name(&config.encoder)
+        .ok_or_else(|| Error::CodecMissing(config.encoder.clone()))?;
+    let mut context = codec::context::Context::new_with_codec(codec)
+        .encoder()
+        .video()
+        .map_err(ffmpeg_err("creating the H.264 encoder"))?;
+    context.set_width(coded_width as u32);
+    context.set_height(coded_height as u32);
+    context.set_format(config.chroma.pixel());
+    context.set_time_base(Rational::new(1, config.fps as i32));
+    context.set_frame_rate(Some(Rational::new(config.fps as i32, 1)));
+    context.set_gop(config.gop);
+    context.set_max_b_frames(config.b_frames as usize);
+    let mut options = Dictionary::new();
+    options.set("preset", &config.preset);
+    if let Some(tune) = &config.tune {
+        options.set("tune", tune);
+    }
+    options.set("crf", &config.crf.to_string());
+    options.set("threads", &config.threads.to_string());
+    // A frame flagged as I becomes an IDR, so forced keyframes start closed GOPs.
+    options.set("forced-idr", "1");
+    // Fixed GOPs (no scene-cut keyframes, in `params`) so camera chunks align with GOP
+    // boundaries; headers on every keyframe so any GOP decodes alone.
+    options.set(
+        "x264-params",
+        &format!(
+            "{params}{}",
+            x264_cpu_override().map_or(String::new(), |cpu| format!(":asm={cpu}")),
+        ),
+    );
+    context
+        .open_as_with(codec, options)
+        .map_err(ffmpeg_err("opening libx264"))
+}
+
+/// The access units `encoder` has ready.
+pub(crate) fn drain(encoder: &mut encoder::Video) -> Result<Vec<EncodedFrame>> {
         let mut out = Vec::new();
         let mut packet = Packet::empty();
         loop {
-            match self.encoder.receive_packet(&mut packet) {
+            match encoder.receive_packet(&mut packet) {
                 Ok(()) => out.push(EncodedFrame {
                     data: packet.data().unwrap_or_default().to_vec(),
                     index: packet.pts().unwrap_or(0).max(0) as u64,
@@ -274,7 +340,6 @@ impl H264Encoder {
             }
         }
         Ok(out)
-    }
 }
 
 pub(crate) const H264: Id = Id::H264;

@@ -49,6 +49,7 @@ pub mod h264;
 pub mod quality;
 mod raw;
 mod scale;
+mod star;
 mod stream;
 pub use scale::RgbConversion;
 
@@ -58,7 +59,8 @@ pub use depth::{
     decode_compressed_depth, metres_to_mm, mm_to_metres, raw_to_depth, rvl,
 };
 pub use encode::{
-    ChromaFormat, DEFAULT_ENCODER, EncodedFrame, EncoderConfig, H264Encoder, coded_size,
+    ChromaFormat, DEFAULT_ENCODER, EncodedFrame, EncoderConfig, GopStructure, H264Encoder,
+    coded_size,
 };
 pub use raw::{BayerPattern, PixelLayout, check_raw, raw_to_rgb};
 pub use reel_io::ErrorKind;
@@ -86,6 +88,10 @@ pub enum Error {
     /// The decoder consumed the input but produced no picture for a requested frame.
     #[error("decoder produced no picture for {0}")]
     NoPicture(String),
+    /// The encoder's output is not what Reel can restructure into star GOPs (settings
+    /// another encoder or version does not honour), or it was not reproducible.
+    #[error("cannot restructure the encoder's output: {0}")]
+    Bitstream(String),
     /// Any other FFmpeg failure (opening a codec, scaling).
     #[error("ffmpeg: {context}: {source}")]
     Ffmpeg {
@@ -103,7 +109,9 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::InvalidInput(_) | Self::Decode { .. } | Self::NoPicture(_) => ErrorKind::BadInput,
-            Self::CodecMissing(_) | Self::Ffmpeg { .. } => ErrorKind::Environment,
+            Self::CodecMissing(_) | Self::Ffmpeg { .. } | Self::Bitstream(_) => {
+                ErrorKind::Environment
+            }
         }
     }
 }

@@ -4,8 +4,8 @@
 
 use reel_video::quality::psnr;
 use reel_video::{
-    EncoderConfig, Error, H264Decoder, H264Encoder, ImageDecoder, ImageFormat, RgbConversion,
-    RgbImage,
+    EncoderConfig, Error, GopStructure, H264Decoder, H264Encoder, ImageDecoder, ImageFormat,
+    RgbConversion, RgbImage, h264,
 };
 
 /// A moving scene with edges and gradients, so the encoder has real work.
@@ -277,4 +277,119 @@ fn fast_rgb_conversion_stays_close_to_the_accurate_one() {
             "frame {i}: fast {to_source_fast} dB against accurate {to_source_accurate} dB"
         );
     }
+}
+
+#[test]
+fn star_gops_decode_any_frame_from_its_keyframe_alone() {
+    let (w, h) = (96, 64);
+    let frames: Vec<RgbImage> = (0..25).map(|i| scene(i, w, h)).collect();
+    let config = EncoderConfig {
+        gop: 10,
+        crf: 20.0,
+        structure: GopStructure::Star,
+        ..EncoderConfig::default()
+    };
+    let units = encode(&frames, &config);
+    assert_eq!(units.len(), 25);
+    for (i, u) in units.iter().enumerate() {
+        let info = h264::inspect(&u.data);
+        assert_eq!(u.index, i as u64);
+        assert_eq!(u.keyframe, i % 10 == 0, "keyframe flag of unit {i}");
+        assert_eq!(info.idr && info.sps && info.pps, u.keyframe, "unit {i}");
+        // Only keyframes are references; nothing is a B-frame (Foxglove plays it).
+        assert_eq!(info.reference, u.keyframe, "unit {i}");
+        assert!(!info.b_slice && info.slices == 1, "unit {i}");
+    }
+
+    // The whole stream, front to back, through FFmpeg's decoder.
+    let all: Vec<&[u8]> = units.iter().map(|u| u.data.as_slice()).collect();
+    let mut decoder = H264Decoder::new().unwrap();
+    let every: Vec<usize> = (0..25).collect();
+    let sequential = decoder.decode_run(&all, &every, None).unwrap();
+    for (i, picture) in sequential.iter().enumerate() {
+        let quality = psnr(&frames[i].data, &picture.data);
+        assert!(quality > 30.0, "frame {i}: {quality:.1} dB");
+        for j in [i.saturating_sub(1), (i + 1).min(24)]
+            .into_iter()
+            .filter(|&j| j != i)
+        {
+            assert!(
+                psnr(&frames[j].data, &picture.data) < quality - 3.0,
+                "frame {i} looks like {j}"
+            );
+        }
+    }
+
+    // Any frame from its keyframe and itself: the same picture, to the bit (no drift), and
+    // a run over the whole GOP decodes only those two units.
+    for i in 0..25 {
+        let key = i / 10 * 10;
+        let pair = decoder
+            .decode_run(&[all[key], all[i]], &[usize::from(i != key)], None)
+            .unwrap();
+        assert_eq!(pair[0], sequential[i], "frame {i} from its keyframe alone");
+        let before = decoder.units_decoded();
+        let gop = &all[key..(key + 10).min(25)];
+        let from_gop = decoder.decode_run(gop, &[i - key], None).unwrap();
+        assert_eq!(from_gop[0], sequential[i]);
+        assert_eq!(
+            decoder.units_decoded() - before,
+            if i == key { 1 } else { 2 },
+            "units decoded for frame {i}"
+        );
+    }
+    // Frames of one GOP in any order, in one run.
+    let two = decoder.decode_run(&all[10..20], &[9, 2], None).unwrap();
+    assert_eq!(two, vec![sequential[19].clone(), sequential[12].clone()]);
+
+    // A chain-structured stream still decodes every unit up to the frame.
+    let chain = encode(&frames[..10], &EncoderConfig { gop: 10, ..EncoderConfig::default() });
+    let chain: Vec<&[u8]> = chain.iter().map(|u| u.data.as_slice()).collect();
+    let before = decoder.units_decoded();
+    decoder.decode_run(&chain, &[6], None).unwrap();
+    assert_eq!(decoder.units_decoded() - before, 7);
+}
+
+#[test]
+fn star_gops_are_valid_h264_for_ffmpeg_and_restart_at_forced_keyframes() {
+    let (w, h) = (97, 63); // odd sizes: coded one pixel larger
+    let config = EncoderConfig {
+        gop: 8,
+        structure: GopStructure::Star,
+        ..EncoderConfig::default()
+    };
+    let mut encoder = H264Encoder::new(w, h, &config).unwrap();
+    let mut units = Vec::new();
+    for i in 0..20 {
+        let frame = scene(i, w, h);
+        units.extend(if i == 5 {
+            encoder.push_keyframe(&frame).unwrap()
+        } else {
+            encoder.push(&frame).unwrap()
+        });
+    }
+    units.extend(encoder.finish().unwrap());
+    let keyframes: Vec<usize> = units
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.keyframe)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(keyframes, [0, 5, 13]);
+
+    // The FFmpeg command line, told to stop at any bitstream error, decodes all 20 frames.
+    let dir = std::env::temp_dir().join(format!("reel-star-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("star.h264");
+    std::fs::write(&path, units.iter().flat_map(|u| u.data.clone()).collect::<Vec<u8>>()).unwrap();
+    let out = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-err_detect", "explode", "-count_frames", "-select_streams", "v"])
+        .args(["-show_entries", "stream=nb_read_frames,has_b_frames", "-of", "csv=p=0"])
+        .arg(&path)
+        .output()
+        .expect("ffprobe (Debian's ffmpeg package) must be installed");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.trim().is_empty(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0,20");
 }

@@ -2,6 +2,11 @@
 //! types (keyframe, parameter sets) and the slice types (B-frames), so a recorded stream
 //! can be checked against the canonical rules before it is kept as recorded.
 
+mod bits;
+mod rewrite;
+
+pub(crate) use rewrite::{ParameterSets, Rewrite, rewrite_access_unit};
+
 /// NAL unit types Reel looks at.
 pub mod nal {
     /// A slice of a non-IDR picture.
@@ -61,6 +66,20 @@ pub struct AccessUnitInfo {
     pub slices: usize,
     /// It holds a B slice (decode order differs from presentation order).
     pub b_slice: bool,
+    /// A slice of it is a reference picture (`nal_ref_idc` ≠ 0): later frames may predict
+    /// from it. A decoder may skip a unit that is not, when it does not need its picture.
+    pub reference: bool,
+}
+
+/// Whether an access unit holds a reference picture; reads only NAL headers (see
+/// [`AccessUnitInfo::reference`]). A unit without slices counts as a reference: nothing is
+/// known to make it safe to skip.
+pub fn is_reference(access_unit: &[u8]) -> bool {
+    let mut slices = nal_units(access_unit)
+        .filter_map(|u| u.first())
+        .filter(|h| matches!(*h & 0x1f, nal::SLICE | nal::IDR))
+        .peekable();
+    slices.peek().is_none() || slices.any(|h| h & 0x60 != 0)
 }
 
 /// Reads the NAL and slice types of an access unit.
@@ -79,6 +98,7 @@ pub fn inspect(access_unit: &[u8]) -> AccessUnitInfo {
             kind @ (nal::SLICE | nal::IDR) => {
                 info.slices += 1;
                 info.idr |= kind == nal::IDR;
+                info.reference |= header & 0x60 != 0;
                 // slice_type, the second field of the slice header: 1 and 6 are B.
                 if slice_type(&unit[1..]).is_some_and(|t| t % 5 == 1) {
                     info.b_slice = true;
@@ -92,51 +112,11 @@ pub fn inspect(access_unit: &[u8]) -> AccessUnitInfo {
 
 /// The `slice_type` of a slice header (after `first_mb_in_slice`), if the bytes hold it.
 fn slice_type(header: &[u8]) -> Option<u32> {
-    // The two fields lie in the first bytes; take enough of them, emulation prevention
-    // bytes (00 00 03) removed.
-    let mut rbsp = Vec::with_capacity(16);
-    let mut zeros = 0;
-    for &b in header.iter().take(24) {
-        if zeros >= 2 && b == 3 {
-            zeros = 0;
-            continue;
-        }
-        zeros = if b == 0 { zeros + 1 } else { 0 };
-        rbsp.push(b);
-    }
-    let mut bits = Bits { data: &rbsp, at: 0 };
+    // The two fields lie in the first bytes.
+    let rbsp = bits::unescape(&header[..header.len().min(24)]);
+    let mut bits = bits::BitReader::new(&rbsp);
     bits.ue()?; // first_mb_in_slice
     bits.ue()
-}
-
-struct Bits<'a> {
-    data: &'a [u8],
-    at: usize,
-}
-
-impl Bits<'_> {
-    fn bit(&mut self) -> Option<u32> {
-        let byte = self.data.get(self.at / 8)?;
-        let bit = (byte >> (7 - self.at % 8)) & 1;
-        self.at += 1;
-        Some(u32::from(bit))
-    }
-
-    /// An unsigned Exp-Golomb code.
-    fn ue(&mut self) -> Option<u32> {
-        let mut zeros = 0;
-        while self.bit()? == 0 {
-            zeros += 1;
-            if zeros > 31 {
-                return None;
-            }
-        }
-        let mut value = 0u32;
-        for _ in 0..zeros {
-            value = (value << 1) | self.bit()?;
-        }
-        Some(((1u64 << zeros) - 1 + u64::from(value)) as u32)
-    }
 }
 
 #[cfg(test)]
@@ -167,6 +147,7 @@ mod tests {
         ];
         let info = inspect(&idr);
         assert!(info.annex_b && info.idr && info.sps && info.pps && !info.b_slice);
+        assert!(info.reference && is_reference(&idr));
         assert_eq!(info.slices, 1);
         assert_eq!(
             nal_units(&idr).map(|u| u[0] & 0x1f).collect::<Vec<_>>(),
@@ -176,6 +157,9 @@ mod tests {
         let b = [0, 0, 1, 0x01, 0b1001_1100];
         let info = inspect(&b);
         assert!(info.b_slice && !info.idr && info.annex_b);
+        // nal_ref_idc 0: nothing predicts from it.
+        assert!(!info.reference && !is_reference(&b));
+        assert!(is_reference(&[0, 0, 1, 0x41, 0x80]) && is_reference(&[0, 0, 1, 0x06, 5]));
         // Type 5 (P): "00110".
         assert!(!inspect(&[0, 0, 1, 0x41, 0b1001_1000]).b_slice);
         assert!(!inspect(&[9, 9, 0, 0, 1, 0x41, 0x80]).annex_b);
