@@ -25,7 +25,8 @@ use reel_synth::scene::SceneRenderer;
 use reel_synth::{CAMERA_NAMES, SynthConfig, camera_topic, generate_episode};
 use reel_video::quality::{mse, psnr_of_mse, ssim};
 use reel_video::{
-    ChromaFormat, EncoderConfig, H264Decoder, H264Encoder, ImageDecoder, ImageFormat, RgbImage,
+    ChromaFormat, EncoderConfig, GopStructure, H264Decoder, H264Encoder, ImageDecoder, ImageFormat,
+    RgbImage,
 };
 
 struct Args {
@@ -484,39 +485,51 @@ fn gop_cost() {
     let frames = render_frames(n, w, h);
     let mut decoder = H264Decoder::new().unwrap();
     println!(
-        "\n## Container 4: decode cost of one random frame vs GOP length ({n} frames {w}×{h}, CRF 23, 200 random frames)"
+        "\n## Container 4: decode cost of one random frame vs GOP length and structure ({n} frames {w}×{h}, CRF 23, 200 random frames)"
     );
-    println!("| GOP | KB (10 s) | mean ms / random frame | frames decoded / random frame |");
-    println!("|---|---|---|---|");
-    for gop in [1u32, 2, 5, 10, 30] {
-        let units = encode(
-            &frames,
-            &EncoderConfig {
+    println!(
+        "| structure | GOP | KB (10 s) | PSNR dB | encode ms / frame | mean ms / random frame | frames decoded / random frame |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let rows = [
+        (GopStructure::Chain, [1u32, 2, 5, 10, 30].as_slice()),
+        (GopStructure::Star, [5u32, 10, 15, 30].as_slice()),
+    ];
+    for (structure, gops) in rows {
+        for &gop in gops {
+            let config = EncoderConfig {
                 gop,
+                structure,
                 ..EncoderConfig::default()
-            },
-        );
-        let bytes: u64 = units.iter().map(|u| u.len() as u64).sum();
-        let refs: Vec<&[u8]> = units.iter().map(Vec::as_slice).collect();
-        let mut rng = Rng(42);
-        let (mut seconds, mut decoded) = (0.0, 0usize);
-        let trials = 200;
-        for _ in 0..trials {
-            let i = (rng.next() % n as u64) as usize;
-            let key = i - i % gop as usize;
+            };
             let started = Instant::now();
-            let _ = decoder
-                .decode_run(&refs[key..=i], &[i - key], None)
-                .unwrap();
-            seconds += started.elapsed().as_secs_f64();
-            decoded += i - key + 1;
+            let units = encode(&frames, &config);
+            let encode_ms = started.elapsed().as_secs_f64() * 1e3 / n as f64;
+            let bytes: u64 = units.iter().map(|u| u.len() as u64).sum();
+            let refs: Vec<&[u8]> = units.iter().map(Vec::as_slice).collect();
+            let every: Vec<usize> = (0..n).collect();
+            let (psnr, _) = quality(&frames, &decoder.decode_run(&refs, &every, None).unwrap());
+            let mut rng = Rng(42);
+            let mut seconds = 0.0;
+            let decoded_before = decoder.units_decoded();
+            let trials = 200;
+            for _ in 0..trials {
+                let i = (rng.next() % n as u64) as usize;
+                let key = i - i % gop as usize;
+                let started = Instant::now();
+                let _ = decoder
+                    .decode_run(&refs[key..=i], &[i - key], None)
+                    .unwrap();
+                seconds += started.elapsed().as_secs_f64();
+            }
+            let decoded = decoder.units_decoded() - decoded_before;
+            println!(
+                "| {structure:?} | {gop} | {:.0} | {psnr:.2} | {encode_ms:.2} | {:.2} | {:.1} |",
+                bytes as f64 / 1e3,
+                seconds * 1e3 / trials as f64,
+                decoded as f64 / trials as f64
+            );
         }
-        println!(
-            "| {gop} | {:.0} | {:.2} | {:.1} |",
-            bytes as f64 / 1e3,
-            seconds * 1e3 / trials as f64,
-            decoded as f64 / trials as f64
-        );
     }
 }
 
