@@ -98,6 +98,11 @@ struct RunArgs {
     /// name ends in `.json`; a path or store URI.
     #[arg(long)]
     config: Option<String>,
+    /// A named encoding for cameras and chunks, in place of the config's `encode` table's
+    /// codec settings: `canonical` (the default) or `random-access` (short GOPs and
+    /// uncompressed chunks, for globally shuffled training; see docs/FORMAT.md).
+    #[arg(long, value_parser = reel_pipeline::EncodeConfig::NAMES)]
+    encoding: Option<String>,
     /// Episodes processed in parallel (default: all cores).
     #[arg(short, long, alias = "threads")]
     jobs: Option<usize>,
@@ -140,6 +145,16 @@ fn run_batch(args: RunArgs) -> anyhow::Result<()> {
         None => PipelineConfig::default(),
     };
     config.pipeline_version = args.pipeline_version.clone();
+    if let Some(name) = &args.encoding {
+        let named = reel_pipeline::EncodeConfig::named(name)
+            .with_context(|| format!("--encoding `{name}` is not a known encoding"))?;
+        config.encode = reel_pipeline::EncodeConfig {
+            camera_group: config.encode.camera_group.clone(),
+            signal_group: config.encode.signal_group.clone(),
+            signal_window_s: config.encode.signal_window_s,
+            ..named
+        };
+    }
 
     let (landing_uri, batch, jitter_key) = match (&args.plan, &args.episode) {
         (Some(path), None) => {

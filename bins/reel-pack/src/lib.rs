@@ -37,12 +37,21 @@ pub struct Args {
     /// TOML config: topic → group rules, skips, encoder settings (a path or store URI).
     #[arg(long)]
     config: Option<String>,
+    /// A named encoding, before --gop, --crf and --structure: `canonical` (the default)
+    /// or `random-access` (short GOPs and uncompressed chunks, for globally shuffled
+    /// training; see docs/FORMAT.md).
+    #[arg(long, value_parser = reel_mcap::EncodeConfig::NAMES)]
+    encoding: Option<String>,
     /// Frames per GOP (and per camera chunk).
     #[arg(long)]
     gop: Option<u32>,
     /// x264 CRF.
     #[arg(long)]
     crf: Option<f32>,
+    /// GOP structure: `chain` (each frame predicts from the one before) or `star` (each
+    /// from its keyframe alone: any frame decodes from two access units).
+    #[arg(long, value_parser = ["chain", "star"])]
+    structure: Option<String>,
     /// Leave out topics Reel does not read instead of keeping them as recorded.
     #[arg(long)]
     skip_unknown: bool,
@@ -86,6 +95,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(path) => PackConfig::from_toml(path, &reel_cli::read_text_input(path)?)?,
         None => PackConfig::default(),
     };
+    if let Some(name) = &args.encoding {
+        let named = reel_mcap::EncodeConfig::named(name)
+            .with_context(|| format!("--encoding `{name}` is not a known encoding"))?;
+        config.encode = reel_mcap::EncodeConfig {
+            camera_group: config.encode.camera_group.clone(),
+            signal_group: config.encode.signal_group.clone(),
+            signal_window_s: config.encode.signal_window_s,
+            ..named
+        };
+    }
     if let Some(gop) = args.gop {
         if gop == 0 {
             bail!("--gop must be at least 1");
@@ -97,6 +116,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             bail!("--crf must be in 0..=51");
         }
         config.encode.crf = crf;
+    }
+    match args.structure.as_deref() {
+        Some("star") => config.encode.structure = reel_mcap::EncodeStructure::Star,
+        Some(_) => config.encode.structure = reel_mcap::EncodeStructure::Chain,
+        None => {}
     }
     config.skip_unknown |= args.skip_unknown;
     config.skip_bad_frames |= args.skip_bad_frames;

@@ -2,15 +2,17 @@
 //! locality-aware shuffle, and 1 against 2 worker threads.
 //!
 //! `cargo bench -p reel-loader --bench loader -- --manifest M --store DIR [--spec S]
-//!  [--batches N] [--batch-size B] [--workers 1,2] [--runs 10,30] [--rounds R]`
+//!  [--batches N] [--batch-size B] [--workers 1,2] [--runs 10,30] [--rounds R]
+//!  [--shuffles global,locality]`
 //!
 //! `--runs` lists the locality run lengths (anchors drawn from each opened window);
 //! `--rounds` repeats the whole table, configurations taking turns, so every
 //! configuration sees the same machine load.
 //!
 //! For each configuration: samples/s, samples per CPU-second (user + system time of the
-//! whole process, all threads), frames decoded per sample, chunks read per sample and
-//! time to first batch. Manifest and episodes are read once beforehand so every
+//! whole process, all threads), frames decoded per sample, chunks read per sample, time
+//! to first batch and the process's peak RSS so far (run one configuration per process,
+//! `--shuffles` and `--workers` with one value each, for a peak of its own). Manifest and episodes are read once beforehand so every
 //! configuration starts from a warm page cache.
 
 use std::time::Instant;
@@ -28,6 +30,17 @@ fn cpu_seconds() -> f64 {
     };
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
     t(usage.ru_utime) + t(usage.ru_stime)
+}
+
+/// Peak resident set of this process so far, MiB.
+fn peak_rss_mib() -> f64 {
+    // SAFETY: as in `cpu_seconds`.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    usage.ru_maxrss as f64 / 1024.0
 }
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -60,11 +73,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let worker_counts = list("--workers", "1,2")?;
     let runs = list("--runs", "10")?;
     let rounds: usize = arg(&args, "--rounds").map_or(Ok(1), |v| v.parse())?;
-    let mut shuffles = vec![Shuffle::Global];
-    shuffles.extend(
-        runs.iter()
-            .map(|&run| Shuffle::Locality { run: run as u64 }),
-    );
+    let kinds = arg(&args, "--shuffles").unwrap_or_else(|| "global,locality".into());
+    let mut shuffles = Vec::new();
+    for kind in kinds.split(',') {
+        match kind {
+            "global" => shuffles.push(Shuffle::Global),
+            "locality" => shuffles.extend(
+                runs.iter()
+                    .map(|&run| Shuffle::Locality { run: run as u64 }),
+            ),
+            other => return Err(format!("--shuffles: `{other}` is not global or locality").into()),
+        }
+    }
     reel_video::quiet_ffmpeg_logs();
     let spec = SampleSpec::from_toml_file(&spec_path)?;
     let store = Store::open(&store_uri)?;
@@ -76,9 +96,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!(
-        "| shuffle | workers | samples | samples/s | samples per CPU-s | frames decoded per sample | chunks read per sample | first batch |"
+        "| shuffle | workers | samples | samples/s | samples per CPU-s | frames decoded per sample | chunks read per sample | first batch | peak RSS MiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for _ in 0..rounds {
         for &shuffle in &shuffles {
             for &workers in &worker_counts {
@@ -121,12 +141,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Shuffle::Locality { run } => format!("locality (run {run})"),
                 };
                 println!(
-                    "| {name} | {workers} | {samples} | {:.1} | {:.1} | {:.1} | {:.2} | {:.3} s |",
+                    "| {name} | {workers} | {samples} | {:.1} | {:.1} | {:.1} | {:.2} | {:.3} s | {:.0} |",
                     samples as f64 / seconds,
                     samples as f64 / cpu,
                     frames as f64 / samples as f64,
                     chunks as f64 / samples as f64,
-                    first.unwrap_or(0.0)
+                    first.unwrap_or(0.0),
+                    peak_rss_mib()
                 );
             }
         }

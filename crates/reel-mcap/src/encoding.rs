@@ -1,7 +1,7 @@
 //! The canonical encoding: one set of settings for every path from landing streams to a
 //! canonical episode, so changing how canonical cameras are encoded is one edit.
 
-use reel_video::EncoderConfig;
+use reel_video::{EncoderConfig, GopStructure};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -18,6 +18,11 @@ pub struct EncodeConfig {
     pub encoder: String,
     /// Grid frames per GOP, and per camera chunk window.
     pub gop: u32,
+    /// How a GOP's frames predict from each other: `chain` (each from the one before) or
+    /// `star` (each from the keyframe alone; see `reel_video::GopStructure`). Left out of
+    /// the settings digest while `chain`.
+    #[serde(skip_serializing_if = "EncodeStructure::is_chain")]
+    pub structure: EncodeStructure,
     /// x264 constant rate factor.
     pub crf: f32,
     /// x264 preset.
@@ -30,6 +35,11 @@ pub struct EncodeConfig {
     pub camera_group: String,
     /// Topic group of numeric streams.
     pub signal_group: String,
+    /// Compress chunks with zstd. Off, numeric chunks are read without decompressing
+    /// (cameras' H.264 does not compress either way); files grow by what zstd saved on
+    /// numeric streams. Left out of the settings digest while on (the default).
+    #[serde(skip_serializing_if = "is_true")]
+    pub compress_chunks: bool,
     /// Keep recorded H.264 that meets the canonical rules as recorded instead of
     /// transcoding it. Left out of the settings digest while on (the default).
     #[serde(skip_serializing_if = "is_true")]
@@ -41,6 +51,7 @@ impl Default for EncodeConfig {
         Self {
             encoder: reel_video::DEFAULT_ENCODER.into(),
             gop: 30,
+            structure: EncodeStructure::Chain,
             crf: 23.0,
             preset: "medium".into(),
             tune: "fastdecode".into(),
@@ -48,11 +59,52 @@ impl Default for EncodeConfig {
             camera_group: "cameras".into(),
             signal_group: "proprio".into(),
             keep_recorded_video: true,
+            compress_chunks: true,
         }
     }
 }
 
+/// GOP structure as written in configs (`reel_video::GopStructure`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EncodeStructure {
+    /// Each frame predicts from the one before.
+    #[default]
+    Chain,
+    /// Each frame predicts from its keyframe alone.
+    Star,
+}
+
+impl EncodeStructure {
+    fn is_chain(&self) -> bool {
+        *self == Self::Chain
+    }
+}
+
 impl EncodeConfig {
+    /// Names of the encodings [`named`](Self::named) knows.
+    pub const NAMES: [&str; 2] = ["canonical", "random-access"];
+
+    /// A named encoding: `canonical` (the default: GOP 30 chains, the smallest files and
+    /// the fastest reads in Reel's locality order) or `random-access` (for training that
+    /// draws samples in a global shuffle: 2-frame GOPs, so a random frame decodes from
+    /// at most two access units, CRF 26, whose fewer bits decode faster and keep files
+    /// near the canonical encoding's size, and chunks stored uncompressed, so a sample's
+    /// numeric streams are read without decompressing; docs/BENCHMARKS.md has the
+    /// measurements behind it). Both are plain H.264 that Foxglove plays.
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "canonical" => Some(Self::default()),
+            "random-access" => Some(Self {
+                gop: 2,
+                crf: 26.0,
+                compress_chunks: false,
+                ..Self::default()
+            }),
+            _ => None,
+        }
+    }
+
     /// The encoder settings for one camera stream (one x264 thread: cameras and episodes
     /// run in parallel instead).
     pub fn encoder(&self, fps: u32) -> EncoderConfig {
@@ -63,6 +115,10 @@ impl EncodeConfig {
             crf: self.crf,
             preset: self.preset.clone(),
             tune: (!self.tune.is_empty()).then(|| self.tune.clone()),
+            structure: match self.structure {
+                EncodeStructure::Chain => GopStructure::Chain,
+                EncodeStructure::Star => GopStructure::Star,
+            },
             fps: fps.max(1),
             threads: 1,
             ..EncoderConfig::default()

@@ -63,7 +63,7 @@ mod writer;
 
 pub use depth::{ConvertedDepth, convert_depth};
 pub use doctor::{DoctorOptions, DoctorReport, Problem, doctor};
-pub use encoding::EncodeConfig;
+pub use encoding::{EncodeConfig, EncodeStructure};
 pub use frames::CameraFrames;
 pub use inspect::{ChannelSummary, ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
 pub use landing::{
@@ -128,6 +128,11 @@ pub mod keys {
     pub const HEIGHT: &str = "reel.height";
     /// Channel metadata: video codec.
     pub const CODEC: &str = "reel.codec";
+    /// Channel metadata of a camera whose every frame after a keyframe predicts from that
+    /// keyframe alone and is not a reference picture: [`STAR`] (absent otherwise).
+    pub const GOP_STRUCTURE: &str = "reel.gop_structure";
+    /// [`GOP_STRUCTURE`] of star GOPs: any frame decodes from its keyframe and itself.
+    pub const STAR: &str = "star";
     /// Metadata record: format version, layout, groups and chunk windows.
     pub const LAYOUT_RECORD: &str = "reel.layout";
     /// Metadata record: the time grid of each stream (JSON per topic).

@@ -625,6 +625,7 @@ pub fn prepare_landing(
         camera_window_ns: windows.window_ns,
         camera_origin_ns: Some(windows.origin_ns),
         signal_window_ns: config.encode.signal_window_ns(),
+        compress: config.encode.compress_chunks,
         ..WriteConfig::default()
     };
     Ok((episode, write_config, report))

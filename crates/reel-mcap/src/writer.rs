@@ -254,6 +254,9 @@ pub struct WriteConfig {
     pub signal_window_ns: u64,
     /// zstd level.
     pub zstd_level: u32,
+    /// Compress chunks with zstd. Off, chunks are stored as written: H.264 does not
+    /// compress anyway, and a reader of numeric chunks skips decompression.
+    pub compress: bool,
 }
 
 impl Default for WriteConfig {
@@ -264,6 +267,7 @@ impl Default for WriteConfig {
             camera_origin_ns: None,
             signal_window_ns: 2_000_000_000,
             zstd_level: 3,
+            compress: true,
         }
     }
 }
@@ -334,7 +338,7 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
         _ => None,
     };
     let mut writer = mcap::WriteOptions::new()
-        .compression(Some(mcap::Compression::Zstd))
+        .compression(config.compress.then_some(mcap::Compression::Zstd))
         .compression_level(config.zstd_level)
         .chunk_size(chunk_size)
         .profile("")
@@ -380,6 +384,13 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
             }
             if let VideoOrigin::Transcoded(reason) = &camera.video {
                 metadata.insert(keys::VIDEO_REASON.to_owned(), reason.clone());
+            }
+            // Said from the frames themselves, whatever encoded them.
+            let mut later = camera.frames.iter().filter(|f| !is_idr(&f.data)).peekable();
+            if later.peek().is_some()
+                && later.all(|f| !reel_video::h264::is_reference(&f.data))
+            {
+                metadata.insert(keys::GOP_STRUCTURE.to_owned(), keys::STAR.to_owned());
             }
             let channel = writer
                 .add_channel(schema, &camera.topic, "protobuf", &metadata)

@@ -485,6 +485,7 @@ pub fn write_canonical(
         camera_window_ns: windows.window_ns,
         camera_origin_ns: Some(windows.origin_ns),
         signal_window_ns: config.encode.signal_window_ns(),
+        compress: config.encode.compress_chunks,
         ..WriteConfig::default()
     };
     Ok(reel_mcap::write_episode(&canonical, &write)?)

@@ -156,6 +156,8 @@ mod tests {
             source,
         })?;
         assert!(!json.contains("encoder"), "{json}");
+        // Likewise the GOP structure and chunk compression while they are the defaults.
+        assert!(!json.contains("structure") && !json.contains("compress"), "{json}");
         Ok(())
     }
 

@@ -133,6 +133,11 @@ pub(crate) fn chunk_before<'a>(
 pub(crate) trait Keyframe {
     /// Whether the unit is a keyframe (an IDR picture).
     fn is_keyframe(&self) -> bool;
+
+    /// Whether later units may predict from it (a reference picture).
+    fn is_reference(&self) -> bool {
+        true
+    }
 }
 
 impl Keyframe for bool {
@@ -267,7 +272,10 @@ pub(crate) struct GopPlan {
 
 /// Plans the GOPs serving `times` among a camera's fetched `units`: whole (`whole`: to the
 /// next keyframe fetched, or to the last unit fetched) or from the keyframe through the
-/// latest frame shown. Fails with the first time for which no frame decodes.
+/// latest frame shown. A GOP whose frames after the keyframe are all non-reference (a star
+/// GOP) is never planned whole: any of its frames decodes from the keyframe and itself, so
+/// decoding the others in advance would only cost. Fails with the first time for which no
+/// frame decodes.
 pub(crate) fn plan_gops<U: Keyframe>(
     units: &Units<U>,
     times: &[u64],
@@ -289,6 +297,11 @@ pub(crate) fn plan_gops<U: Keyframe>(
     let mut gops = Vec::with_capacity(by_keyframe.len());
     for (keyframe, (latest_served, frames)) in by_keyframe {
         let latest_shown = frames.last().copied().unwrap_or(keyframe);
+        let whole = whole
+            && units
+                .range(keyframe + 1..)
+                .take_while(|(_, u)| !u.is_keyframe())
+                .any(|(_, u)| u.is_reference());
         // The GOP runs to the next keyframe; without one among the units fetched it is
         // known to cover only up to its last unit or the latest time it serves.
         let next_keyframe = if whole {

@@ -24,6 +24,8 @@ use crate::{Error, Result, keys};
 struct AccessUnit {
     /// Whether it holds an IDR picture, where decoding can start.
     keyframe: bool,
+    /// Whether later units may predict from it.
+    reference: bool,
     /// The Annex B bytes.
     data: Bytes,
 }
@@ -31,6 +33,10 @@ struct AccessUnit {
 impl Keyframe for AccessUnit {
     fn is_keyframe(&self) -> bool {
         self.keyframe
+    }
+
+    fn is_reference(&self) -> bool {
+        self.reference
     }
 }
 
@@ -257,8 +263,6 @@ impl<S: ByteSource> EpisodeReader<S> {
             .map(|(i, _)| i)
             .collect();
         let pictures = self.decode_cropped(&gop.topic, decoder, &refs, &wanted)?;
-        self.frames_decoded
-            .fetch_add(refs.len() as u64, Ordering::Relaxed);
         Ok(DecodedGop {
             start_ns: gop.start_ns,
             end_ns: gop.end_ns,
@@ -311,8 +315,6 @@ impl<S: ByteSource> EpisodeReader<S> {
                     .map(|picture| decoder.to_rgb(picture, size))
                     .collect::<std::result::Result<Vec<_>, _>>()
                     .map_err(|source| self.video_error(topic, source))?;
-                self.frames_decoded
-                    .fetch_add(gop.units.len() as u64, Ordering::Relaxed);
                 for (slot, picture) in slots.into_iter().zip(decoded) {
                     pictures[slot] = Some(picture);
                 }
@@ -404,6 +406,7 @@ impl<S: ByteSource> EpisodeReader<S> {
         let data = Bytes::from(video.data);
         Ok(AccessUnit {
             keyframe: is_idr(&data),
+            reference: reel_video::h264::is_reference(&data),
             data,
         })
     }
@@ -417,9 +420,11 @@ impl<S: ByteSource> EpisodeReader<S> {
         units: &[&[u8]],
         wanted: &[usize],
     ) -> Result<Vec<Picture>> {
-        let mut pictures = decoder
-            .decode_pictures(units, wanted)
-            .map_err(|source| self.video_error(topic, source))?;
+        let before = decoder.units_decoded();
+        let decoded = decoder.decode_pictures(units, wanted);
+        self.frames_decoded
+            .fetch_add(decoder.units_decoded() - before, Ordering::Relaxed);
+        let mut pictures = decoded.map_err(|source| self.video_error(topic, source))?;
         let channel = self.channel(topic)?;
         let size = |key: &str| {
             channel

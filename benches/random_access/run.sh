@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Random access side by side: Reel's loader on the main job's landing episodes ingested
+# with each encoding, and LeRobot 0.6.1's DataLoader on LeRobot datasets of the same
+# episodes, in one run; then storage and PSNR against the landing frames, and the chart
+# (docs/BENCHMARKS.md, "Random access").
+#
+#   benches/random_access/run.sh [--batches N]
+#
+# Needs scripts/main-job.sh's output (~/.cache/reel/main-job), the LeRobot environment
+# of benches/peers/README.md (~/.cache/reel/venv-lerobot, with matplotlib) and Reel's
+# test venv (~/.cache/reel/venv). Writes everything under ~/.cache/reel/random-access
+# and the chart to docs/random-access.png.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+REEL_CACHE=${REEL_CACHE:-$HOME/.cache/reel}
+batches=100
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --batches) batches=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REEL_CACHE/target}
+work=$REEL_CACHE/main-job
+out=$REEL_CACHE/random-access
+lerobot_py=$REEL_CACHE/venv-lerobot/bin/python
+reel_py=$REEL_CACHE/venv/bin/python
+mkdir -p "$out"
+
+cargo build --release --quiet --workspace --bins
+loader=$(cargo bench --workspace --bench loader --no-run --message-format json 2>/dev/null \
+  | "$reel_py" -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "loader" and m.get("executable"):
+        print(m["executable"])')
+bin=$CARGO_TARGET_DIR/release
+
+# Reel's encodings: name, then reel-ingest's encoding arguments. The first and the
+# fourth are the named encodings; the others isolate one lever each.
+encodings=(
+  "canonical|--encoding canonical"
+  "gop2-crf23-zstd|--config $out/gop2-crf23-zstd.toml"
+  "gop2-crf23-raw|--config $out/gop2-crf23-raw.toml"
+  "random-access|--encoding random-access"
+  "star15-crf23-zstd|--config $out/star15-crf23-zstd.toml"
+)
+printf '[encode]\ngop = 2\n' > "$out/gop2-crf23-zstd.toml"
+printf '[encode]\ngop = 2\ncompress_chunks = false\n' > "$out/gop2-crf23-raw.toml"
+printf '[encode]\ngop = 15\nstructure = "star"\n' > "$out/star15-crf23-zstd.toml"
+
+quality_args=()
+for entry in "${encodings[@]}"; do
+  name=${entry%%|*}; flags=${entry#*|}
+  store=$out/$name
+  if [ ! -f "$out/$name.arrow" ]; then
+    rm -rf "$store"
+    echo "== ingest: $name" >&2
+    for landing in "$work"/store/landing/*.mcap; do
+      # shellcheck disable=SC2086
+      "$bin/reel-ingest" --episode "$landing" --store "$store" $flags -j 2 --quiet > /dev/null
+    done
+    "$bin/reel-curate" --warehouse "$store" --sql "SELECT * FROM episodes" -o "$out/$name.arrow" \
+      --anchor-hz 10 --before 1.0 --after 0.98 > /dev/null 2> /dev/null
+  fi
+  quality_args+=(--reel "$name=$store")
+done
+
+: > "$out/loading.jsonl"
+reel_rows() {
+  local name=$1 shuffle=$2
+  "$loader" --bench --manifest "$out/$name.arrow" --store "$out/$name" --spec testdata/spec.toml \
+    --batches "$batches" --workers 1 --runs 10 --shuffles "$shuffle" | grep '^| [gl]' \
+    | "$reel_py" -c 'import json,sys
+name = sys.argv[1]
+for line in sys.stdin:
+    c = [x.strip() for x in line.strip().strip("|").split("|")]
+    print(json.dumps({"peer": "Reel", "encoding": name, "configuration": c[0] + ", 1 thread",
+        "samples_per_s": float(c[3]), "samples_per_cpu_s": float(c[4]),
+        "frames_decoded_per_sample": float(c[5]), "first_batch_s": float(c[7].split()[0]),
+        "peak_rss_mib": float(c[8])}))' "$name" >> "$out/loading.jsonl"
+}
+lerobot_rows() {
+  local label=$1; shift
+  "$lerobot_py" benches/peers/lerobot_load.py --episodes "$work/store/canonical" --work "$out/lerobot" \
+    --batch-size 8 --batches "$batches" "$@" 2> "$out/lerobot-$label.log" \
+    | "$reel_py" -c 'import json,sys
+label = sys.argv[1]
+for line in sys.stdin:
+    if line.startswith("{"):
+        r = json.loads(line)
+        output = "uint8" if r["uint8"] else "float32"
+        workers = r["num_workers"]
+        print(json.dumps({"peer": "LeRobot " + r["lerobot_version"], "encoding": label,
+            "configuration": f"num_workers {workers}, {output}",
+            "samples_per_s": r["samples_per_s"], "samples_per_cpu_s": r["samples_per_s_per_core"],
+            # Each frame decodes from its keyframe: (g + 1) / 2 frames on average, 6 per sample.
+            "frames_decoded_per_sample": 6 * (r["gop"] + 1) / 2, "frames_decoded_derived": True,
+            "first_batch_s": r["time_to_first_batch_s"], "peak_rss_mib": r["peak_rss_mib"]}))' "$label" >> "$out/loading.jsonl"
+}
+
+echo "== loading, one configuration after the other" >&2
+lerobot_rows "LeRobot av1 g2 crf30" --workers 0,1,2 --uint8
+lerobot_rows "LeRobot av1 g2 crf30" --workers 1 
+lerobot_rows "LeRobot h264 g2 crf30" --workers 0,1,2 --uint8 --vcodec h264
+lerobot_rows "LeRobot h264 g30 crf23 (Reel's canonical)" --workers 1 --uint8 --vcodec h264 --gop 30 --crf 23
+for entry in "${encodings[@]}"; do
+  name=${entry%%|*}
+  reel_rows "$name" global
+  reel_rows "$name" locality
+done
+
+echo "== storage and PSNR against the landing frames" >&2
+lerobot_sets=()
+for d in "$out"/lerobot/lerobot-*; do lerobot_sets+=(--lerobot "$d"); done
+"$reel_py" benches/random_access/quality.py --landing "$work/store/landing" "${quality_args[@]}" \
+  "${lerobot_sets[@]}" --canonical "$work/store/canonical" > "$out/quality.jsonl"
+
+"$lerobot_py" benches/random_access/chart.py --loading "$out/loading.jsonl" --quality "$out/quality.jsonl" \
+  --png docs/random-access.png
