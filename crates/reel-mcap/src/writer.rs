@@ -387,9 +387,7 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
             }
             // Said from the frames themselves, whatever encoded them.
             let mut later = camera.frames.iter().filter(|f| !is_idr(&f.data)).peekable();
-            if later.peek().is_some()
-                && later.all(|f| !reel_video::h264::is_reference(&f.data))
-            {
+            if later.peek().is_some() && later.all(|f| !reel_video::h264::is_reference(&f.data)) {
                 metadata.insert(keys::GOP_STRUCTURE.to_owned(), keys::STAR.to_owned());
             }
             let channel = writer

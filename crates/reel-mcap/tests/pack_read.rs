@@ -190,15 +190,28 @@ fn named_encodings_and_star_gops_pack_and_read_back() {
     star.encode.structure = EncodeStructure::Star;
     star.encode.gop = 15;
 
-    let cameras = ["/camera/high/image_raw/compressed", "/camera/left_wrist/image_raw/compressed"];
+    let cameras = [
+        "/camera/high/image_raw/compressed",
+        "/camera/left_wrist/image_raw/compressed",
+    ];
     let mut decoder = H264Decoder::new().unwrap();
     let reference = EpisodeReader::open(MemorySource::new("plain.mcap", plain)).unwrap();
-    let t0 = reference.summary().unwrap().stats.clone().unwrap().message_start_time;
+    let t0 = reference
+        .summary()
+        .unwrap()
+        .stats
+        .clone()
+        .unwrap()
+        .message_start_time;
     let times = [t0 + 900_000_000, t0 + 1_450_000_000, t0 + 2_000_000_000];
     let requests: Vec<(&str, &[u64])> = cameras.iter().map(|c| (*c, &times[..])).collect();
     let expected = reference.frames(&requests, &mut decoder, None).unwrap();
     // A random frame of the canonical encoding decodes from its GOP's keyframe on.
-    assert!(reference.frames_decoded() > 12, "{}", reference.frames_decoded());
+    assert!(
+        reference.frames_decoded() > 12,
+        "{}",
+        reference.frames_decoded()
+    );
 
     for (name, config, most_decoded, compression, structure) in [
         ("random-access", &random_access, 2 * 6, "", None),
@@ -206,12 +219,19 @@ fn named_encodings_and_star_gops_pack_and_read_back() {
     ] {
         let (bytes, report) = pack_episode("landing.mcap", &landing.mcap, config).unwrap();
         assert_eq!(report.cameras, 3, "{name}");
-        assert_eq!(chunk_compressions(&bytes), [compression.to_owned()].into(), "{name}");
+        assert_eq!(
+            chunk_compressions(&bytes),
+            [compression.to_owned()].into(),
+            "{name}"
+        );
         let reader = EpisodeReader::open(MemorySource::new("ep.mcap", bytes)).unwrap();
         for camera in cameras {
             let channel = reader.channel(camera).unwrap();
             assert_eq!(
-                channel.metadata.get(keys::GOP_STRUCTURE).map(String::as_str),
+                channel
+                    .metadata
+                    .get(keys::GOP_STRUCTURE)
+                    .map(String::as_str),
                 structure,
                 "{name}"
             );
@@ -219,7 +239,11 @@ fn named_encodings_and_star_gops_pack_and_read_back() {
         // The same frames (each encoding within a few dB of the canonical one), decoded
         // from at most two access units each.
         let frames = reader.frames(&requests, &mut decoder, None).unwrap();
-        assert!(reader.frames_decoded() <= most_decoded, "{name}: {}", reader.frames_decoded());
+        assert!(
+            reader.frames_decoded() <= most_decoded,
+            "{name}: {}",
+            reader.frames_decoded()
+        );
         for (got, want) in frames.iter().flatten().zip(expected.iter().flatten()) {
             let psnr = reel_video::quality::psnr(&want.data, &got.data);
             assert!(psnr > 30.0, "{name}: {psnr:.1} dB from the canonical frame");
@@ -227,8 +251,12 @@ fn named_encodings_and_star_gops_pack_and_read_back() {
         // Numeric streams read back the same whatever the chunk compression.
         let window = t0 + 500_000_000..t0 + 2_500_000_000;
         assert_eq!(
-            reader.signals(&["/joint_states", "/action"], window.clone()).unwrap(),
-            reference.signals(&["/joint_states", "/action"], window).unwrap(),
+            reader
+                .signals(&["/joint_states", "/action"], window.clone())
+                .unwrap(),
+            reference
+                .signals(&["/joint_states", "/action"], window)
+                .unwrap(),
             "{name}"
         );
     }

@@ -157,7 +157,10 @@ mod tests {
         })?;
         assert!(!json.contains("encoder"), "{json}");
         // Likewise the GOP structure and chunk compression while they are the defaults.
-        assert!(!json.contains("structure") && !json.contains("compress"), "{json}");
+        assert!(
+            !json.contains("structure") && !json.contains("compress"),
+            "{json}"
+        );
         Ok(())
     }
 

@@ -20,7 +20,7 @@ pub enum ChromaFormat {
 }
 
 impl ChromaFormat {
-    pub(crate) fn pixel(self) -> Pixel {
+    fn pixel(self) -> Pixel {
         match self {
             Self::Yuv420 => Pixel::YUV420P,
             Self::Yuv444 => Pixel::YUV444P,
@@ -38,8 +38,9 @@ pub enum GopStructure {
     /// Each frame after the keyframe predicts from the keyframe alone and is not a
     /// reference picture: any frame decodes from at most two access units, its keyframe
     /// and itself, and a decoder skips the units in between. Plain H.264 (no B-frames,
-    /// decode order = presentation order), so Foxglove plays it. Costs about twice the
-    /// encoding time and larger P-frames the further they are from their keyframe.
+    /// decode order = presentation order), so Foxglove plays it. Costs about four times
+    /// the encoding time (a libx264 per frame) and larger P-frames the further they are
+    /// from their keyframe.
     Star,
 }
 
@@ -265,9 +266,7 @@ impl H264Encoder {
     pub fn finish(self) -> Result<Vec<EncodedFrame>> {
         match self.coder {
             Coder::Chain(mut encoder) => {
-                encoder
-                    .send_eof()
-                    .map_err(ffmpeg_err("flushing libx264"))?;
+                encoder.send_eof().map_err(ffmpeg_err("flushing libx264"))?;
                 drain(&mut encoder)
             }
             // Each frame came out when it went in.
@@ -321,25 +320,25 @@ pub(crate) fn open_libx264(
 
 /// The access units `encoder` has ready.
 pub(crate) fn drain(encoder: &mut encoder::Video) -> Result<Vec<EncodedFrame>> {
-        let mut out = Vec::new();
-        let mut packet = Packet::empty();
-        loop {
-            match encoder.receive_packet(&mut packet) {
-                Ok(()) => out.push(EncodedFrame {
-                    data: packet.data().unwrap_or_default().to_vec(),
-                    index: packet.pts().unwrap_or(0).max(0) as u64,
-                    keyframe: packet.is_key(),
-                }),
-                Err(ffmpeg_next::Error::Eof) => break,
-                Err(ffmpeg_next::Error::Other { errno })
-                    if errno == ffmpeg_next::util::error::EAGAIN =>
-                {
-                    break;
-                }
-                Err(e) => return Err(ffmpeg_err("receiving a packet from libx264")(e)),
+    let mut out = Vec::new();
+    let mut packet = Packet::empty();
+    loop {
+        match encoder.receive_packet(&mut packet) {
+            Ok(()) => out.push(EncodedFrame {
+                data: packet.data().unwrap_or_default().to_vec(),
+                index: packet.pts().unwrap_or(0).max(0) as u64,
+                keyframe: packet.is_key(),
+            }),
+            Err(ffmpeg_next::Error::Eof) => break,
+            Err(ffmpeg_next::Error::Other { errno })
+                if errno == ffmpeg_next::util::error::EAGAIN =>
+            {
+                break;
             }
+            Err(e) => return Err(ffmpeg_err("receiving a packet from libx264")(e)),
         }
-        Ok(out)
+    }
+    Ok(out)
 }
 
 pub(crate) const H264: Id = Id::H264;

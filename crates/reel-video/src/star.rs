@@ -51,7 +51,9 @@ impl StarCoder {
         );
         // A non-reference frame's order count is read against the keyframe's (0): it must
         // stay below half the counter's range (H.264 8.2.1.1), 2 per frame.
-        let log2_max_poc_lsb = (u64::from(config.gop) * 4).next_power_of_two().trailing_zeros();
+        let log2_max_poc_lsb = (u64::from(config.gop) * 4)
+            .next_power_of_two()
+            .trailing_zeros();
         Self {
             config: EncoderConfig {
                 threads: 1,
@@ -166,9 +168,7 @@ impl StarCoder {
             sent.map_err(ffmpeg_err("sending a frame to libx264"))?;
             units.extend(drain(&mut encoder)?);
         }
-        encoder
-            .send_eof()
-            .map_err(ffmpeg_err("flushing libx264"))?;
+        encoder.send_eof().map_err(ffmpeg_err("flushing libx264"))?;
         units.extend(drain(&mut encoder)?);
         Ok(units)
     }

@@ -343,7 +343,13 @@ fn star_gops_decode_any_frame_from_its_keyframe_alone() {
     assert_eq!(two, vec![sequential[19].clone(), sequential[12].clone()]);
 
     // A chain-structured stream still decodes every unit up to the frame.
-    let chain = encode(&frames[..10], &EncoderConfig { gop: 10, ..EncoderConfig::default() });
+    let chain = encode(
+        &frames[..10],
+        &EncoderConfig {
+            gop: 10,
+            ..EncoderConfig::default()
+        },
+    );
     let chain: Vec<&[u8]> = chain.iter().map(|u| u.data.as_slice()).collect();
     let before = decoder.units_decoded();
     decoder.decode_run(&chain, &[6], None).unwrap();
@@ -381,10 +387,30 @@ fn star_gops_are_valid_h264_for_ffmpeg_and_restart_at_forced_keyframes() {
     let dir = std::env::temp_dir().join(format!("reel-star-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("star.h264");
-    std::fs::write(&path, units.iter().flat_map(|u| u.data.clone()).collect::<Vec<u8>>()).unwrap();
+    std::fs::write(
+        &path,
+        units
+            .iter()
+            .flat_map(|u| u.data.clone())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
     let out = std::process::Command::new("ffprobe")
-        .args(["-v", "error", "-err_detect", "explode", "-count_frames", "-select_streams", "v"])
-        .args(["-show_entries", "stream=nb_read_frames,has_b_frames", "-of", "csv=p=0"])
+        .args([
+            "-v",
+            "error",
+            "-err_detect",
+            "explode",
+            "-count_frames",
+            "-select_streams",
+            "v",
+        ])
+        .args([
+            "-show_entries",
+            "stream=nb_read_frames,has_b_frames",
+            "-of",
+            "csv=p=0",
+        ])
         .arg(&path)
         .output()
         .expect("ffprobe (Debian's ffmpeg package) must be installed");

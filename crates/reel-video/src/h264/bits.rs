@@ -144,7 +144,8 @@ impl BitWriter {
             let shift = at % 8;
             while end - at >= 8 {
                 let i = at / 8;
-                self.out.push((data[i] << shift) | (data[i + 1] >> (8 - shift)));
+                self.out
+                    .push((data[i] << shift) | (data[i + 1] >> (8 - shift)));
                 at += 8;
             }
         }
@@ -170,7 +171,11 @@ mod tests {
         let rbsp = [0, 0, 1, 7, 0, 0, 0, 0, 3, 9, 0, 0];
         let payload = escape(&rbsp);
         assert_eq!(payload, [0, 0, 3, 1, 7, 0, 0, 3, 0, 0, 3, 3, 9, 0, 0, 3]);
-        assert!(!payload.windows(3).any(|w| w[0] == 0 && w[1] == 0 && w[2] <= 2));
+        assert!(
+            !payload
+                .windows(3)
+                .any(|w| w[0] == 0 && w[1] == 0 && w[2] <= 2)
+        );
         assert_eq!(unescape(&payload), rbsp);
     }
 

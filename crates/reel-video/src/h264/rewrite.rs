@@ -147,7 +147,10 @@ impl ParameterSets {
             match unit.first().map(|h| h & 0x1f) {
                 Some(nal::SPS) => {
                     let rbsp = unescape(&unit[1..]);
-                    sps = Some(sps_head(&mut BitReader::new(&rbsp), &mut BitWriter::default())?);
+                    sps = Some(sps_head(
+                        &mut BitReader::new(&rbsp),
+                        &mut BitWriter::default(),
+                    )?);
                 }
                 Some(nal::PPS) => pps = Some(parse_pps(&unescape(&unit[1..]))?),
                 _ => {}
@@ -249,7 +252,11 @@ fn rewrite_slice(unit: &[u8], sets: &ParameterSets, rewrite: &Rewrite) -> Result
     }
     let rest = r.rest_before_stop_bit().ok_or_else(&end)?;
     w.copy(&rbsp, rest);
-    let ref_idc = if rewrite.non_reference { 0 } else { header & 0x60 };
+    let ref_idc = if rewrite.non_reference {
+        0
+    } else {
+        header & 0x60
+    };
     let mut out = vec![(header & 0x9f) | ref_idc];
     out.extend(escape(&w.finish()));
     Ok(out)
