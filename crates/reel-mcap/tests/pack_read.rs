@@ -183,8 +183,10 @@ fn named_encodings_and_star_gops_pack_and_read_back() {
     let (plain, _) = pack_episode("landing.mcap", &landing.mcap, &canonical).unwrap();
     assert_eq!(chunk_compressions(&plain), ["zstd".to_owned()].into());
 
-    let mut random_access = PackConfig::default();
-    random_access.encode = EncodeConfig::named("random-access").unwrap();
+    let random_access = PackConfig {
+        encode: EncodeConfig::named("random-access").unwrap(),
+        ..PackConfig::default()
+    };
     assert!(EncodeConfig::named("fastest").is_none());
     let mut star = PackConfig::default();
     star.encode.structure = EncodeStructure::Star;

@@ -103,10 +103,10 @@ impl BitWriter {
         if self.used == 0 {
             self.out.push(0);
         }
-        if bit != 0 {
-            if let Some(last) = self.out.last_mut() {
-                *last |= 0x80 >> self.used;
-            }
+        if bit != 0
+            && let Some(last) = self.out.last_mut()
+        {
+            *last |= 0x80 >> self.used;
         }
         self.used = (self.used + 1) % 8;
     }
@@ -203,9 +203,9 @@ mod tests {
                 w.copy(&source, (start, end));
                 let out = w.finish();
                 let mut r = BitReader::new(&out);
-                r.bits(lead).unwrap();
+                r.bits(lead).expect("the leading bits were written");
                 let mut s = BitReader::new(&source);
-                s.bits(start as u32).unwrap();
+                s.bits(start as u32).expect("the source holds them");
                 for _ in start..end {
                     assert_eq!(r.bit(), s.bit(), "lead {lead} start {start}");
                 }
