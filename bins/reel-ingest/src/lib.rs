@@ -146,14 +146,10 @@ fn run_batch(args: RunArgs) -> anyhow::Result<()> {
     };
     config.pipeline_version = args.pipeline_version.clone();
     if let Some(name) = &args.encoding {
-        let named = reel_pipeline::EncodeConfig::named(name)
+        config.encode = config
+            .encode
+            .with_encoding(name)
             .with_context(|| format!("--encoding `{name}` is not a known encoding"))?;
-        config.encode = reel_pipeline::EncodeConfig {
-            camera_group: config.encode.camera_group.clone(),
-            signal_group: config.encode.signal_group.clone(),
-            signal_window_s: config.encode.signal_window_s,
-            ..named
-        };
     }
 
     let (landing_uri, batch, jitter_key) = match (&args.plan, &args.episode) {

@@ -96,14 +96,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => PackConfig::default(),
     };
     if let Some(name) = &args.encoding {
-        let named = reel_mcap::EncodeConfig::named(name)
+        config.encode = config
+            .encode
+            .with_encoding(name)
             .with_context(|| format!("--encoding `{name}` is not a known encoding"))?;
-        config.encode = reel_mcap::EncodeConfig {
-            camera_group: config.encode.camera_group.clone(),
-            signal_group: config.encode.signal_group.clone(),
-            signal_window_s: config.encode.signal_window_s,
-            ..named
-        };
     }
     if let Some(gop) = args.gop {
         if gop == 0 {

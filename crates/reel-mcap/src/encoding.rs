@@ -105,6 +105,18 @@ impl EncodeConfig {
         }
     }
 
+    /// These settings with the codec and chunk settings of the named encoding, the groups
+    /// and signal window kept (what `--encoding` does on top of a config file); `None`
+    /// for a name [`named`](Self::named) does not know.
+    pub fn with_encoding(&self, name: &str) -> Option<Self> {
+        Some(Self {
+            camera_group: self.camera_group.clone(),
+            signal_group: self.signal_group.clone(),
+            signal_window_s: self.signal_window_s,
+            ..Self::named(name)?
+        })
+    }
+
     /// The encoder settings for one camera stream (one x264 thread: cameras and episodes
     /// run in parallel instead).
     pub fn encoder(&self, fps: u32) -> EncoderConfig {
