@@ -42,9 +42,10 @@ pub struct CompressedVideo {
     /// Camera frame of reference.
     #[prost(string, tag = "2")]
     pub frame_id: String,
-    /// The access unit.
-    #[prost(bytes = "vec", tag = "3")]
-    pub data: Vec<u8>,
+    /// The access unit: a slice of the message it was decoded from, not a copy, when
+    /// decoded from [`bytes::Bytes`].
+    #[prost(bytes = "bytes", tag = "3")]
+    pub data: bytes::Bytes,
     /// Codec: `h264`.
     #[prost(string, tag = "4")]
     pub format: String,

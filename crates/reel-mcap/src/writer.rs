@@ -7,6 +7,8 @@ use mcap::records::{MessageHeader, Metadata};
 use prost::Message;
 use serde::Serialize;
 
+pub use reel_video::h264::is_idr;
+
 use crate::proto::{
     COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray, RAW_IMAGE, RawImage, Timestamp,
     compressed_video_schema, float_array_schema, raw_image_schema,
@@ -315,13 +317,6 @@ struct Pending {
     data: Vec<u8>,
 }
 
-/// Whether an H.264 access unit holds an IDR slice (NAL type 5), where decoding can start.
-pub fn is_idr(access_unit: &[u8]) -> bool {
-    access_unit
-        .windows(4)
-        .any(|w| w[0] == 0 && w[1] == 0 && w[2] == 1 && w[3] & 0x1f == 5)
-}
-
 /// Writes `episode` as one canonical MCAP and returns its bytes.
 pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result<Vec<u8>> {
     if config.camera_window_ns == 0 || config.signal_window_ns == 0 {
@@ -416,7 +411,7 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
                 let message = CompressedVideo {
                     timestamp: Some(Timestamp::from_ns(frame.stamp_ns)),
                     frame_id: camera.frame_id.clone(),
-                    data: frame.data.clone(),
+                    data: frame.data.clone().into(),
                     format: "h264".into(),
                 };
                 pending.push(Pending {

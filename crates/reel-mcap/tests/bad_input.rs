@@ -315,7 +315,7 @@ fn corrupt_camera_message_is_an_error_not_an_empty_frame() {
     let camera = "/camera/front";
     let channel = writer.add_channel(0, camera, "protobuf", &meta).unwrap();
     let unit = |nal: u8| CompressedVideo {
-        data: vec![0, 0, 0, 1, nal, 0x88, 0x84],
+        data: vec![0, 0, 0, 1, nal, 0x88, 0x84].into(),
         format: "h264".into(),
         ..CompressedVideo::default()
     };

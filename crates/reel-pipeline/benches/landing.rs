@@ -227,7 +227,7 @@ fn landing(encoding: &str, frames: &[Vec<u8>], width: usize, height: usize) -> V
             prost::Message::encode_to_vec(&CompressedVideo {
                 timestamp: Some(Timestamp::from_ns(t)),
                 frame_id: "cam".into(),
-                data: frame.clone(),
+                data: frame.clone().into(),
                 format: "h264".into(),
             })
         } else if compressed {

@@ -124,6 +124,7 @@ impl<S: ByteSource> EpisodeReader<S> {
         };
         let mut fed = false;
         let mut out = Vec::new();
+        let mut topics: Vec<(u16, Arc<str>)> = Vec::new();
         while let Some(event) = reader.next_event() {
             match event.map_err(mcap_err)? {
                 LinearReadEvent::ReadRequest(_) => {
@@ -154,7 +155,15 @@ impl<S: ByteSource> EpisodeReader<S> {
                         if !keep(header.channel_id, header.log_time) {
                             continue;
                         }
-                        let topic = Arc::<str>::from(channel.topic.as_str());
+                        // One topic string per channel and run, shared by its messages.
+                        let topic = match topics.iter().find(|(id, _)| *id == header.channel_id) {
+                            Some((_, topic)) => Arc::clone(topic),
+                            None => {
+                                let topic = Arc::<str>::from(channel.topic.as_str());
+                                topics.push((header.channel_id, Arc::clone(&topic)));
+                                topic
+                            }
+                        };
                         out.push((
                             header.channel_id,
                             RawMessage {

@@ -397,13 +397,13 @@ impl<S: ByteSource> EpisodeReader<S> {
     /// would silently show a stale or missing picture.
     fn access_unit(&self, message: &RawMessage) -> Result<AccessUnit> {
         let video =
-            CompressedVideo::decode(message.data.as_ref()).map_err(|e| Error::BadMessage {
+            CompressedVideo::decode(message.data.clone()).map_err(|e| Error::BadMessage {
                 name: self.name.clone(),
                 topic: message.topic.to_string(),
                 log_time: message.log_time,
                 reason: format!("not a foxglove.CompressedVideo message: {e}"),
             })?;
-        let data = Bytes::from(video.data);
+        let data = video.data;
         Ok(AccessUnit {
             keyframe: is_idr(&data),
             reference: reel_video::h264::is_reference(&data),

@@ -20,35 +20,47 @@ pub mod nal {
 }
 
 /// The NAL units of an Annex B access unit: each unit's bytes after its start code (NAL
-/// header first), in order. Bytes before the first start code are not a unit.
+/// header first), in order. Bytes before the first start code are not a unit. Lazy: a
+/// caller that stops at the first slice never scans the slice data (start codes are
+/// found with memchr's SIMD search, not byte by byte).
 pub fn nal_units(access_unit: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut starts = Vec::new();
-    let mut i = 0;
-    while i + 3 <= access_unit.len() {
-        if access_unit[i] == 0 && access_unit[i + 1] == 0 && access_unit[i + 2] == 1 {
-            starts.push(i + 3);
-            i += 3;
-        } else {
-            i += 1;
-        }
-    }
-    let ends: Vec<usize> = starts
-        .iter()
-        .skip(1)
-        .map(|&next| {
-            // A 4-byte start code's leading zero belongs to no unit.
-            let mut end = next - 3;
-            while end > 0 && access_unit[end - 1] == 0 {
-                end -= 1;
+    let finder = memchr::memmem::Finder::new(&[0u8, 0, 1]);
+    let mut next_start = finder.find(access_unit).map(|i| i + 3);
+    std::iter::from_fn(move || {
+        let start = next_start?;
+        let rest = &access_unit[start..];
+        let end = match finder.find(rest) {
+            Some(i) => {
+                next_start = Some(start + i + 3);
+                // A 4-byte start code's leading zero belongs to no unit.
+                let mut end = start + i;
+                while end > start && access_unit[end - 1] == 0 {
+                    end -= 1;
+                }
+                end
             }
-            end
-        })
-        .chain([access_unit.len()])
-        .collect();
-    starts
-        .into_iter()
-        .zip(ends)
-        .map(move |(s, e)| &access_unit[s..e.max(s)])
+            None => {
+                next_start = None;
+                access_unit.len()
+            }
+        };
+        Some(&access_unit[start..end])
+    })
+}
+
+/// The NAL header byte of the first slice (IDR or not) of an access unit. Every slice of a
+/// picture has the same NAL type (IDR or not) and the same `nal_ref_idc` (H.264 7.4.1), so
+/// the first one tells both, and nothing after it is read.
+fn first_slice_header(access_unit: &[u8]) -> Option<u8> {
+    nal_units(access_unit)
+        .filter_map(|u| u.first().copied())
+        .find(|h| matches!(*h & 0x1f, nal::SLICE | nal::IDR))
+}
+
+/// Whether an access unit holds an IDR picture, where decoding can start; reads NAL
+/// headers up to the first slice.
+pub fn is_idr(access_unit: &[u8]) -> bool {
+    first_slice_header(access_unit).is_some_and(|h| h & 0x1f == nal::IDR)
 }
 
 /// What one access unit holds.
@@ -71,15 +83,11 @@ pub struct AccessUnitInfo {
     pub reference: bool,
 }
 
-/// Whether an access unit holds a reference picture; reads only NAL headers (see
-/// [`AccessUnitInfo::reference`]). A unit without slices counts as a reference: nothing is
-/// known to make it safe to skip.
+/// Whether an access unit holds a reference picture; reads NAL headers up to the first
+/// slice (see [`AccessUnitInfo::reference`]). A unit without slices counts as a reference:
+/// nothing is known to make it safe to skip.
 pub fn is_reference(access_unit: &[u8]) -> bool {
-    let mut slices = nal_units(access_unit)
-        .filter_map(|u| u.first())
-        .filter(|h| matches!(*h & 0x1f, nal::SLICE | nal::IDR))
-        .peekable();
-    slices.peek().is_none() || slices.any(|h| h & 0x60 != 0)
+    first_slice_header(access_unit).is_none_or(|h| h & 0x60 != 0)
 }
 
 /// Reads the NAL and slice types of an access unit.
@@ -164,5 +172,20 @@ mod tests {
         assert!(!inspect(&[0, 0, 1, 0x41, 0b1001_1000]).b_slice);
         assert!(!inspect(&[9, 9, 0, 0, 1, 0x41, 0x80]).annex_b);
         assert_eq!(inspect(&[]), AccessUnitInfo::default());
+        assert!(is_idr(&idr) && !is_idr(&b) && !is_idr(&[]));
+    }
+
+    #[test]
+    fn units_end_before_the_next_start_code_of_either_length() {
+        // An SEI, then a 4-byte start code, then a P slice, then a 3-byte one and an IDR
+        // slice (never both in one picture: only the first slice decides).
+        let unit = [
+            9, 0, 0, 1, 0x06, 7, 0, 0, 0, 1, 0x41, 0x80, 0, 0, 1, 0x65, 0x88,
+        ];
+        let units: Vec<&[u8]> = nal_units(&unit).collect();
+        assert_eq!(units, [&[0x06, 7][..], &[0x41, 0x80], &[0x65, 0x88]]);
+        assert!(!is_idr(&unit) && is_reference(&unit));
+        assert_eq!(nal_units(&[0, 0, 1]).collect::<Vec<_>>(), [&[] as &[u8]]);
+        assert_eq!(nal_units(&[1, 2, 3]).count(), 0);
     }
 }
