@@ -11,7 +11,7 @@ use reel_video::H264Decoder;
 
 use crate::batch::{Batch, DType, Skipped, Tensor};
 use crate::error::{LoaderError, Result};
-use crate::host::HostMemory;
+use crate::host::BufferPool;
 use crate::loader::{GopCache, Shared};
 use crate::row_check::check_row;
 use crate::spec::{DepthTensorUnit, Layout, ProprioSpec};
@@ -125,6 +125,30 @@ struct DepthSpan {
 pub(crate) struct WorkerCounts {
     pub frames_decoded: u64,
     pub chunks_read: u64,
+    /// Frames the samples asked for, and those found in the shared GOP cache.
+    pub frames_wanted: u64,
+    pub frames_cached: u64,
+}
+
+impl WorkerCounts {
+    pub(crate) fn plus(&self, other: &Self) -> Self {
+        Self {
+            frames_decoded: self.frames_decoded + other.frames_decoded,
+            chunks_read: self.chunks_read + other.chunks_read,
+            frames_wanted: self.frames_wanted + other.frames_wanted,
+            frames_cached: self.frames_cached + other.frames_cached,
+        }
+    }
+
+    /// What was done since `earlier` (counts only grow).
+    pub(crate) fn since(&self, earlier: &Self) -> Self {
+        Self {
+            frames_decoded: self.frames_decoded - earlier.frames_decoded,
+            chunks_read: self.chunks_read - earlier.chunks_read,
+            frames_wanted: self.frames_wanted - earlier.frames_wanted,
+            frames_cached: self.frames_cached - earlier.frames_cached,
+        }
+    }
 }
 
 /// A worker's state: its decoder and what it keeps between samples.
@@ -171,11 +195,11 @@ impl Worker {
     /// Builds the batch of `samples` (global sample indexes, in order).
     pub(crate) fn build(&mut self, epoch: u64, index: u64, samples: &[u64]) -> Result<Batch> {
         let shared = Arc::clone(&self.shared);
-        let memory = &shared.memory;
+        let memory = &shared.buffers;
         let n = samples.len();
         let mut tensors = vec![
-            Tensor::zeros("anchor_ns".into(), vec![n], DType::I64, memory),
-            Tensor::zeros("episode_row".into(), vec![n], DType::I64, memory),
+            Tensor::zeros_from("anchor_ns".into(), vec![n], DType::I64, memory),
+            Tensor::zeros_from("episode_row".into(), vec![n], DType::I64, memory),
         ];
         for c in &shared.cameras {
             let frame = match c.layout {
@@ -185,7 +209,7 @@ impl Worker {
             let k = c.offsets_ns.len();
             let mut shape = vec![n, k];
             shape.extend(frame);
-            tensors.push(Tensor::zeros(c.name.clone(), shape, DType::U8, memory));
+            tensors.push(Tensor::zeros_from(c.name.clone(), shape, DType::U8, memory));
             push_times_and_mask(&mut tensors, &c.name, n, k, memory);
         }
         for d in &shared.depths {
@@ -195,12 +219,12 @@ impl Worker {
                 DepthTensorUnit::M => DType::F32,
             };
             let shape = vec![n, k, d.height, d.width];
-            tensors.push(Tensor::zeros(d.name.clone(), shape, dtype, memory));
+            tensors.push(Tensor::zeros_from(d.name.clone(), shape, dtype, memory));
             push_times_and_mask(&mut tensors, &d.name, n, k, memory);
         }
         for p in &shared.proprio {
             let k = p.offsets_ns.len();
-            tensors.push(Tensor::zeros(
+            tensors.push(Tensor::zeros_from(
                 p.name.clone(),
                 vec![n, k, p.fields],
                 DType::F32,
@@ -367,8 +391,12 @@ impl Worker {
         for (ci, camera) in shared.cameras.iter().enumerate() {
             let mut times = Vec::new();
             for q in wanted_times(episode, camera, anchor) {
+                self.counts.frames_wanted += 1;
                 match self.cached_frame((row, ci), q) {
-                    Some(gop) => held.push((ci, gop)),
+                    Some(gop) => {
+                        self.counts.frames_cached += 1;
+                        held.push((ci, gop));
+                    }
                     None => times.push(q),
                 }
             }
@@ -853,15 +881,15 @@ fn push_times_and_mask(
     name: &str,
     n: usize,
     k: usize,
-    memory: &HostMemory,
+    memory: &Arc<BufferPool>,
 ) {
-    tensors.push(Tensor::zeros(
+    tensors.push(Tensor::zeros_from(
         format!("{name}.time_ns"),
         vec![n, k],
         DType::I64,
         memory,
     ));
-    tensors.push(Tensor::zeros(
+    tensors.push(Tensor::zeros_from(
         format!("{name}.mask"),
         vec![n, k],
         DType::U8,

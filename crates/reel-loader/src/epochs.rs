@@ -126,6 +126,8 @@ fn add(a: LoadStats, b: LoadStats) -> LoadStats {
         skipped: a.skipped + b.skipped,
         frames_decoded: a.frames_decoded + b.frames_decoded,
         chunks_read: a.chunks_read + b.chunks_read,
+        frames_wanted: a.frames_wanted + b.frames_wanted,
+        frames_cached: a.frames_cached + b.frames_cached,
     }
 }
 

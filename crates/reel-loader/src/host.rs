@@ -2,8 +2,13 @@
 //! machine with a CUDA driver and device, page-locked (pinned) memory that the GPU copies
 //! from asynchronously at full bus speed (what PyTorch's `pin_memory=True` gives).
 
+mod pool;
+
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+pub(crate) use pool::BufferPool;
 
 /// Where the loader allocates batch buffers.
 #[derive(Clone, Default)]
@@ -95,6 +100,7 @@ macro_rules! element {
                 Some(HostBuf {
                     storage: Storage::Pinned { slice, ptr },
                     len,
+                    pool: None,
                 })
             }
         }
@@ -107,6 +113,8 @@ pub struct HostBuf<T: Element> {
     storage: Storage<T>,
     /// Elements in use (a pinned buffer keeps its allocation when a batch is truncated).
     len: usize,
+    /// Where the allocation goes when the buffer is dropped, for the next batch.
+    pool: Option<Arc<BufferPool>>,
 }
 
 enum Storage<T: Element> {
@@ -146,16 +154,42 @@ impl<T: Element> HostBuf<T> {
         }
     }
 
-    /// The elements as a `Vec`: no copy for pageable memory.
-    pub fn into_vec(self) -> Vec<T> {
-        match self.storage {
-            Storage::Heap(mut v) => {
+    /// The elements as a `Vec`: no copy for pageable memory (the allocation leaves with
+    /// the `Vec` instead of going back to its pool).
+    pub fn into_vec(mut self) -> Vec<T> {
+        match &mut self.storage {
+            Storage::Heap(v) => {
+                self.pool = None;
+                let mut v = std::mem::take(v);
                 v.truncate(self.len);
                 v
             }
             #[cfg(feature = "cuda")]
             Storage::Pinned { .. } => self.to_vec(),
         }
+    }
+
+    /// Elements the allocation holds.
+    fn capacity(&self) -> usize {
+        match &self.storage {
+            Storage::Heap(v) => v.capacity(),
+            #[cfg(feature = "cuda")]
+            Storage::Pinned { slice, .. } => slice.len(),
+        }
+    }
+
+    /// Makes the buffer `len` zeroed elements again; `len` is at most its capacity.
+    fn rezero(&mut self, len: usize) {
+        match &mut self.storage {
+            Storage::Heap(v) => {
+                v.clear();
+                v.resize(len, T::default());
+            }
+            // SAFETY: `ptr` is the start of at least `len` elements owned by `slice`.
+            #[cfg(feature = "cuda")]
+            Storage::Pinned { ptr, .. } => unsafe { std::ptr::write_bytes(*ptr, 0, len) },
+        }
+        self.len = len;
     }
 
     pub(crate) fn truncate(&mut self, len: usize) {
@@ -174,6 +208,20 @@ impl<T: Element> From<Vec<T>> for HostBuf<T> {
         Self {
             len: v.len(),
             storage: Storage::Heap(v),
+            pool: None,
+        }
+    }
+}
+
+impl<T: Element> Drop for HostBuf<T> {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            let storage = std::mem::replace(&mut self.storage, Storage::Heap(Vec::new()));
+            pool.keep(HostBuf {
+                storage,
+                len: self.len,
+                pool: None,
+            });
         }
     }
 }

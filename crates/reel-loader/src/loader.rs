@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use reel_cache::{BlockCache, CacheConfig};
@@ -16,10 +16,10 @@ use reel_mcap::{DecodedGop, EpisodeReader};
 use reel_video::RgbConversion;
 use serde::{Deserialize, Serialize};
 
-use crate::assemble::{CameraPlan, DepthPlan, ProprioPlan, Worker};
+use crate::assemble::{CameraPlan, DepthPlan, ProprioPlan, Worker, WorkerCounts};
 use crate::batch::Batch;
 use crate::error::{LoaderError, Result};
-use crate::host::HostMemory;
+use crate::host::{BufferPool, HostMemory};
 use crate::order::{AnchorIndex, EpochOrder, Shuffle};
 use crate::spec::{DepthTensorUnit, SampleSpec};
 
@@ -155,6 +155,10 @@ pub struct LoadStats {
     pub skipped: u64,
     pub frames_decoded: u64,
     pub chunks_read: u64,
+    /// Frames the samples asked for, and those of them found already decoded in the GOP
+    /// cache every worker shares (its hit rate is the ratio).
+    pub frames_wanted: u64,
+    pub frames_cached: u64,
 }
 
 /// Decoded GOPs shared by the workers, and the GOPs being decoded right now.
@@ -183,14 +187,26 @@ pub(crate) struct Shared {
     /// Signalled whenever a GOP decode finishes (or fails).
     pub gop_done: Condvar,
     pub gop_cache: usize,
-    pub memory: HostMemory,
+    /// Batch buffers, reused once the consumer drops a batch.
+    pub buffers: Arc<BufferPool>,
     pub signal_widen_ns: i64,
     pub options: LoaderOptions,
-    frames_decoded: AtomicU64,
-    chunks_read: AtomicU64,
+    /// What every worker did so far, added after each batch.
+    counts: Mutex<WorkerCounts>,
     /// Makes the worker that takes this batch panic, to test how a lost worker surfaces.
     #[cfg(test)]
     pub panic_on_batch: std::sync::OnceLock<u64>,
+}
+
+impl Shared {
+    pub(crate) fn counts(&self) -> WorkerCounts {
+        *self.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn add_counts(&self, more: WorkerCounts) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        *counts = counts.plus(&more);
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -349,6 +365,8 @@ impl Loader {
             }
         }
         let whole_gops = matches!(options.shuffle, Shuffle::Locality { .. });
+        // A batch's tensors: anchors and rows, then data, times and mask per stream.
+        let tensors_per_batch = 2 + 3 * (cameras.len() + depths.len() + proprio.len());
         Ok(Self {
             shared: Arc::new(Shared {
                 manifest,
@@ -362,13 +380,15 @@ impl Loader {
                 gops: Mutex::new(GopCache::default()),
                 gop_done: Condvar::new(),
                 gop_cache: options.gop_cache * options.workers.max(1),
-                memory: options
-                    .pin_memory
-                    .map_or(HostMemory::Pageable, HostMemory::pinned_if_available),
+                buffers: BufferPool::new(
+                    options
+                        .pin_memory
+                        .map_or(HostMemory::Pageable, HostMemory::pinned_if_available),
+                    spare_buffers(&options, tensors_per_batch),
+                ),
                 signal_widen_ns: if whole_gops { 1_000_000_000 } else { 0 },
                 options,
-                frames_decoded: AtomicU64::new(0),
-                chunks_read: AtomicU64::new(0),
+                counts: Mutex::new(WorkerCounts::default()),
                 #[cfg(test)]
                 panic_on_batch: std::sync::OnceLock::new(),
             }),
@@ -378,7 +398,7 @@ impl Loader {
     /// Where batch buffers live: page-locked when [`LoaderOptions::pin_memory`] asked for
     /// it and CUDA is present.
     pub fn host_memory(&self) -> &HostMemory {
-        &self.shared.memory
+        self.shared.buffers.memory()
     }
 
     /// Samples of the whole manifest under the spec (all ranks).
@@ -469,10 +489,7 @@ impl Loader {
             room: Condvar::new(),
             stop: AtomicBool::new(false),
         });
-        let counts_at_start = (
-            shared.frames_decoded.load(Ordering::Relaxed),
-            shared.chunks_read.load(Ordering::Relaxed),
-        );
+        let counts_at_start = shared.counts();
         let (tx, rx) = channel();
         let workers = (0..o.workers.max(1))
             .map(|_| {
@@ -570,7 +587,7 @@ impl Job {
             }
         };
         let prefetch = self.shared.options.prefetch.max(1) as u64;
-        let mut reported = (0, 0);
+        let mut reported = WorkerCounts::default();
         loop {
             let b = self.control.next.fetch_add(1, Ordering::SeqCst);
             if b >= self.total {
@@ -602,19 +619,20 @@ impl Job {
             }
             let result = worker.build(self.epoch, b, &samples);
             let counts = worker.counts();
-            self.shared
-                .frames_decoded
-                .fetch_add(counts.frames_decoded - reported.0, Ordering::Relaxed);
-            self.shared
-                .chunks_read
-                .fetch_add(counts.chunks_read - reported.1, Ordering::Relaxed);
-            reported = (counts.frames_decoded, counts.chunks_read);
+            self.shared.add_counts(counts.since(&reported));
+            reported = counts;
             if self.tx.send((b, result)).is_err() {
                 break;
             }
             *held = None;
         }
     }
+}
+
+/// Batch buffers worth keeping: those of every batch that can be alive at once (built
+/// ahead, being built, and the two the consumer may hold while asking for the next).
+fn spare_buffers(options: &LoaderOptions, tensors_per_batch: usize) -> usize {
+    tensors_per_batch * (options.prefetch + options.workers.max(1) + 2)
 }
 
 /// The text a panic was raised with (`panic!` gives a `&str` or a `String`).
@@ -645,7 +663,7 @@ pub struct Batches {
     stats: LoadStats,
     /// The loader's decode and read counters when this epoch started (they are shared by
     /// every epoch of the loader).
-    counts_at_start: (u64, u64),
+    counts_at_start: WorkerCounts,
     /// The episodes whose samples were skipped so far, by URI.
     skipped: BTreeMap<String, SkippedEpisode>,
     /// A worker was lost, or too many samples were skipped: no further batch comes.
@@ -701,10 +719,12 @@ impl Batches {
     /// What was delivered and done in this epoch so far (decode and read counts include
     /// prefetched work).
     pub fn stats(&self) -> LoadStats {
+        let counts = self.shared.counts().since(&self.counts_at_start);
         LoadStats {
-            frames_decoded: self.shared.frames_decoded.load(Ordering::Relaxed)
-                - self.counts_at_start.0,
-            chunks_read: self.shared.chunks_read.load(Ordering::Relaxed) - self.counts_at_start.1,
+            frames_decoded: counts.frames_decoded,
+            chunks_read: counts.chunks_read,
+            frames_wanted: counts.frames_wanted,
+            frames_cached: counts.frames_cached,
             ..self.stats
         }
     }
