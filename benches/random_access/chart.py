@@ -3,7 +3,7 @@
 quality.jsonl): samples per CPU-second against storage bytes per camera-second, every
 encoding of Reel and LeRobot on one chart, and the ratios to LeRobot's best configuration.
 
-  chart.py --loading loading.jsonl --quality quality.jsonl --png docs/random-access.png
+  chart.py --loading loading.jsonl --quality quality.jsonl [--floor floor.jsonl] --png docs/random-access.png
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def main() -> int:
     parser.add_argument("--loading", type=Path, required=True)
     parser.add_argument("--quality", type=Path, required=True)
     parser.add_argument("--png", type=Path, required=True)
+    parser.add_argument("--floor", type=Path, help="run.sh's floor.jsonl: the floor table")
     args = parser.parse_args()
     rows = load(args.loading)
     quality = {q["dataset"]: q for q in load(args.quality)}
@@ -39,21 +40,28 @@ def main() -> int:
     best = max(lerobot, key=lambda r: r["samples_per_cpu_s"])
 
     print(f"LeRobot's best: {best['encoding']}, {best['configuration']}: {best['samples_per_cpu_s']:.1f} samples per CPU-second\n")
-    print("| loader | encoding | configuration | samples/s | samples per CPU-s | vs LeRobot's best | frames decoded per sample | first batch s | peak RSS MiB | KB per camera-s | PSNR dB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| loader | encoding | configuration | samples/s | samples per CPU-s | vs LeRobot's best | frames decoded per sample | GOP cache hits % | first batch s | peak RSS MiB | KB per camera-s | PSNR dB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         q = storage_key(r["encoding"], quality)
         decoded = f"{r['frames_decoded_per_sample']:.1f}" + (" (g)" if r.get("frames_decoded_derived") else "")
+        hits = f"{r['gop_cache_hits_pct']:.1f}" if "gop_cache_hits_pct" in r else "—"
+        storage = f"{q['bytes_per_camera_second'] / 1e3:.1f} | {q['psnr_db']:.2f}" if q else " | "
         print(
             f"| {r['peer']} | {r['encoding']} | {r['configuration']} | {r['samples_per_s']:.1f} "
             f"| {r['samples_per_cpu_s']:.1f} | {r['samples_per_cpu_s'] / best['samples_per_cpu_s']:.2f} "
-            f"| {decoded} | {r['first_batch_s']:.3f} | {r['peak_rss_mib']:.0f} "
-            f"| {q['bytes_per_camera_second'] / 1e3:.1f} | {q['psnr_db']:.2f} |"
-            if q
-            else f"| {r['peer']} | {r['encoding']} | {r['configuration']} | {r['samples_per_s']:.1f} "
-            f"| {r['samples_per_cpu_s']:.1f} | {r['samples_per_cpu_s'] / best['samples_per_cpu_s']:.2f} "
-            f"| {decoded} | {r['first_batch_s']:.3f} | {r['peak_rss_mib']:.0f} | | |"
+            f"| {decoded} | {hits} | {r['first_batch_s']:.3f} | {r['peak_rss_mib']:.0f} | {storage} |"
         )
+    if args.floor:
+        print("\n| encoding | order | Reel CPU ms per sample | Reel frames decoded per sample | bare decode µs per frame | with RGB | floor ms per sample | Reel / floor | Reel / floor with RGB |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for f in load(args.floor):
+            print(
+                f"| {f['encoding']} | {f['configuration']} | {f['reel_cpu_ms_per_sample']:.3f} "
+                f"| {f['reel_frames_decoded_per_sample']:.1f} | {f['bare_decode_us_per_frame']:.1f} "
+                f"| {f['bare_decode_rgb_us_per_frame']:.1f} | {f['floor_ms_per_sample']:.3f} "
+                f"| {f['reel_over_floor']:.2f} | {f['reel_over_floor_rgb']:.2f} |"
+            )
 
     import matplotlib
 

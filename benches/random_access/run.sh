@@ -46,10 +46,13 @@ encodings=(
   "gop2-crf23-raw|--config $out/gop2-crf23-raw.toml"
   "random-access|--encoding random-access"
   "star15-crf23-zstd|--config $out/star15-crf23-zstd.toml"
+  "random-access-signals0.5s|--config $out/random-access-signals0.5s.toml"
 )
 printf '[encode]\ngop = 2\n' > "$out/gop2-crf23-zstd.toml"
 printf '[encode]\ngop = 2\ncompress_chunks = false\n' > "$out/gop2-crf23-raw.toml"
 printf '[encode]\ngop = 15\nstructure = "star"\n' > "$out/star15-crf23-zstd.toml"
+printf '[encode]\ngop = 2\ncrf = 26.0\ncompress_chunks = false\nsignal_window_s = 0.5\n' \
+  > "$out/random-access-signals0.5s.toml"
 
 quality_args=()
 for entry in "${encodings[@]}"; do
@@ -69,18 +72,29 @@ for entry in "${encodings[@]}"; do
 done
 
 : > "$out/loading.jsonl"
+: > "$out/floor.jsonl"
 reel_rows() {
   local name=$1 shuffle=$2
   "$loader" --bench --manifest "$out/$name.arrow" --store "$out/$name" --spec testdata/spec.toml \
-    --batches "$batches" --workers 1 --runs 10 --shuffles "$shuffle" | grep '^| [gl]' \
-    | "$reel_py" -c 'import json,sys
+    --batches "$batches" --workers 1 --runs 10 --shuffles "$shuffle" --floor > "$out/reel-$name-$shuffle.md"
+  grep '^| [gl]' "$out/reel-$name-$shuffle.md" | "$reel_py" -c 'import json,sys
 name = sys.argv[1]
 for line in sys.stdin:
     c = [x.strip() for x in line.strip().strip("|").split("|")]
     print(json.dumps({"peer": "Reel", "encoding": name, "configuration": c[0] + ", 1 thread",
         "samples_per_s": float(c[3]), "samples_per_cpu_s": float(c[4]),
         "frames_decoded_per_sample": float(c[5]), "first_batch_s": float(c[7].split()[0]),
-        "peak_rss_mib": float(c[8])}))' "$name" >> "$out/loading.jsonl"
+        "peak_rss_mib": float(c[8]), "gop_cache_hits_pct": float(c[9])}))' "$name" >> "$out/loading.jsonl"
+  # The floor: the same samples replayed as bare decodes (crates/reel-loader/benches/loader/floor.rs).
+  grep '^| floor: ' "$out/reel-$name-$shuffle.md" | "$reel_py" -c 'import json,sys
+name = sys.argv[1]
+for line in sys.stdin:
+    c = [x.strip() for x in line.strip().strip("|").split("|")]
+    print(json.dumps({"encoding": name, "configuration": c[0].removeprefix("floor: "),
+        "reel_cpu_ms_per_sample": float(c[3]), "reel_frames_decoded_per_sample": float(c[4]),
+        "replay_frames_decoded_per_sample": float(c[5]), "bare_decode_us_per_frame": float(c[6]),
+        "bare_decode_rgb_us_per_frame": float(c[7]), "floor_ms_per_sample": float(c[8]),
+        "reel_over_floor": float(c[9]), "reel_over_floor_rgb": float(c[10])}))' "$name" >> "$out/floor.jsonl"
 }
 lerobot_rows() {
   local label=$1; shift
@@ -119,4 +133,5 @@ for d in "$out"/lerobot/lerobot-*; do lerobot_sets+=(--lerobot "$d"); done
   "${lerobot_sets[@]}" --canonical "$work/store/canonical" > "$out/quality.jsonl"
 
 "$lerobot_py" benches/random_access/chart.py --loading "$out/loading.jsonl" --quality "$out/quality.jsonl" \
+  --floor "$out/floor.jsonl" \
   --png docs/random-access.png
