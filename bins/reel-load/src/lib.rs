@@ -124,6 +124,8 @@ struct Report {
     frames_decoded: u64,
     frames_decoded_per_s: f64,
     chunks_read: u64,
+    /// The share of wanted frames found already decoded in the GOP cache the workers share.
+    gop_cache_hit_rate: f64,
     time_to_first_batch_s: f64,
     batch_wait_p50_ms: f64,
     batch_wait_p99_ms: f64,
@@ -260,6 +262,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         frames_decoded: stats.frames_decoded,
         frames_decoded_per_s: stats.frames_decoded as f64 / seconds,
         chunks_read: stats.chunks_read,
+        gop_cache_hit_rate: stats.frames_cached as f64 / stats.frames_wanted.max(1) as f64,
         time_to_first_batch_s: first_batch.map_or(0.0, |d| d.as_secs_f64()),
         batch_wait_p50_ms: quantile(0.5),
         batch_wait_p99_ms: quantile(0.99),

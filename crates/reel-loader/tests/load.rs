@@ -1001,6 +1001,25 @@ fn stats_count_each_epoch_on_its_own() {
             again.frames_decoded <= first.frames_decoded && again.chunks_read <= first.chunks_read,
             "{shuffle:?}: second pass {again:?} after {first:?}"
         );
+        // Every sample asks for each camera frame of the spec once; the frames found in the
+        // shared GOP cache are among them, and each pass counts only its own.
+        let per_sample: u64 = spec.cameras.iter().map(|c| c.offsets_s.len() as u64).sum();
+        assert_eq!(
+            first.frames_wanted,
+            per_sample * first.samples,
+            "{shuffle:?}"
+        );
+        assert_eq!(again.frames_wanted, first.frames_wanted, "{shuffle:?}");
+        assert!(
+            first.frames_cached <= first.frames_wanted,
+            "{shuffle:?}: {first:?}"
+        );
+        if matches!(shuffle, Shuffle::Locality { .. }) {
+            assert!(
+                first.frames_cached > 0,
+                "nearby samples reuse decoded GOPs: {first:?}"
+            );
+        }
     }
 }
 

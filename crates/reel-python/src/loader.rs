@@ -202,7 +202,8 @@ impl NativeLoader {
     }
 
     /// What the epoch in progress delivered and did: batches, samples, skipped,
-    /// frames_decoded, chunks_read, and the cache's hit rate when there is a cache.
+    /// frames_decoded, chunks_read, frames_wanted and frames_cached (found decoded in the
+    /// GOP cache Reel's threads share), and the block cache's hit rate when there is one.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let stats = lock(&self.current)
             .as_ref()
@@ -214,6 +215,8 @@ impl NativeLoader {
         dict.set_item("skipped", stats.skipped)?;
         dict.set_item("frames_decoded", stats.frames_decoded)?;
         dict.set_item("chunks_read", stats.chunks_read)?;
+        dict.set_item("frames_wanted", stats.frames_wanted)?;
+        dict.set_item("frames_cached", stats.frames_cached)?;
         if let Some(cache) = &self.cache {
             dict.set_item("cache_hit_rate", cache.metrics().hit_rate())?;
         }
