@@ -55,6 +55,8 @@ pub struct EpisodeReader<S> {
     name: String,
     index: Index,
     topics: HashMap<String, u16>,
+    /// Each channel's topic, shared by the messages read from it.
+    topic_names: HashMap<u16, Arc<str>>,
     metadata: BTreeMap<String, BTreeMap<String, String>>,
     groups: BTreeMap<String, Vec<String>>,
     warnings: Vec<String>,

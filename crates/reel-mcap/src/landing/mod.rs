@@ -330,7 +330,7 @@ pub fn read_split_mcap(
 /// messages are not doubled.
 fn push_mcap(assembler: &mut Assembler<'_>, name: &str, bytes: &[u8]) -> Result<()> {
     let mut channels = mcap::read::ChannelAccumulator::default();
-    let duplicate_chunks = crate::for_each_record(name, bytes, |record| {
+    let duplicate_chunks = crate::chunk::for_each_record(name, bytes, |record| {
         if let mcap::records::Record::Metadata(record) = record {
             assembler.metadata.insert(record.name, record.metadata);
             return Ok(());

@@ -1,19 +1,20 @@
-//! Fetching: each planned run of chunks is one ranged read, parsed with mcap's sans-io
-//! linear reader (chunk CRCs checked); only the messages a read asked for are copied out.
+//! Fetching: each planned run of chunks is one ranged read; each chunk in it is checked
+//! (size, CRC) and its records parsed with mcap's record parser; the messages a read asked
+//! for are handed out as slices of the bytes read, never copied.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use mcap::Summary;
-use mcap::records::{ChunkIndex, Record};
-use mcap::sans_io::linear_reader::{LinearReadEvent, LinearReader, LinearReaderOptions};
+use mcap::records::{ChunkIndex, Record, op};
 use reel_io::ByteSource;
 
 use super::plan::{self, ChunkRun};
 use super::{EpisodeReader, Index};
+use crate::chunk::{self, RecordSlices};
 use crate::{Error, Result};
 
 /// A message read from an episode.
@@ -58,11 +59,7 @@ impl<S: ByteSource> EpisodeReader<S> {
         let mut out = Vec::new();
         for run in plan::window_runs(&summary.chunk_indexes, &ids, &window) {
             let keep = |id, log_time| ids.contains(&id) && window.contains(&log_time);
-            out.extend(
-                self.read_run(summary, &run, keep)?
-                    .into_iter()
-                    .map(|(_, m)| m),
-            );
+            out.extend(self.read_run(&run, keep)?.into_iter().map(|(_, m)| m));
         }
         out.sort_by_key(|m| m.log_time);
         Ok(out)
@@ -82,11 +79,11 @@ impl<S: ByteSource> EpisodeReader<S> {
     /// The messages of one chunk (one ranged read), with their channel ids.
     pub(crate) fn chunk_messages(&self, chunk: &ChunkIndex) -> Result<Vec<(u16, RawMessage)>> {
         match &self.index {
-            Index::Summary(summary) => {
+            Index::Summary(_) => {
                 let run = ChunkRun {
                     chunks: vec![chunk],
                 };
-                self.read_run(summary, &run, |_, _| true)
+                self.read_run(&run, |_, _| true)
             }
             Index::Scanned { .. } => Ok(Vec::new()),
         }
@@ -97,11 +94,11 @@ impl<S: ByteSource> EpisodeReader<S> {
     }
 
     /// Reads one run of adjacent chunks with a single ranged read and returns the messages
-    /// `keep` accepts (by channel id and log time); the others are never copied out of the
-    /// decompressed chunk.
+    /// `keep` accepts (by channel id and log time). Each chunk is checked whole (size, CRC)
+    /// before its records are read; a kept message's data is a slice of the read (or of
+    /// its decompressed chunk), not a copy.
     pub(super) fn read_run(
         &self,
-        summary: &Summary,
         run: &ChunkRun<'_>,
         keep: impl Fn(u16, u64) -> bool,
     ) -> Result<Vec<(u16, RawMessage)>> {
@@ -111,70 +108,56 @@ impl<S: ByteSource> EpisodeReader<S> {
         self.chunks_read
             .fetch_add(run.chunks.len() as u64, Ordering::Relaxed);
         let bytes = self.source.read_range(run.byte_range())?;
-        let mut reader = LinearReader::new_with_options(
-            LinearReaderOptions::default()
-                .with_skip_start_magic(true)
-                .with_skip_end_magic(true)
-                .with_validate_chunk_crcs(true)
-                .with_record_length_limit(run.largest_chunk() as usize + 1024),
-        );
         let mcap_err = |source| Error::Mcap {
             name: self.name.clone(),
             source,
         };
-        let mut fed = false;
         let mut out = Vec::new();
-        let mut topics: Vec<(u16, Arc<str>)> = Vec::new();
-        while let Some(event) = reader.next_event() {
-            match event.map_err(mcap_err)? {
-                LinearReadEvent::ReadRequest(_) => {
-                    if fed {
-                        reader.notify_read(0);
-                    } else {
-                        // Everything is in memory: hand it all over at once.
-                        let n = bytes.len();
-                        reader.insert(n).copy_from_slice(&bytes);
-                        reader.notify_read(n);
-                        fed = true;
-                    }
+        // The run holds its chunks and the message indexes between them.
+        for record in RecordSlices::new(&self.name, &bytes) {
+            let (opcode, body) = record?;
+            if opcode != op::CHUNK {
+                continue;
+            }
+            let Record::Chunk { header, data } =
+                mcap::parse_record(opcode, body).map_err(mcap_err)?
+            else {
+                continue;
+            };
+            let records = chunk::uncompressed_bytes(&self.name, &header, &data, &bytes)?;
+            for record in RecordSlices::new(&self.name, &records) {
+                let (opcode, body) = record?;
+                if opcode != op::MESSAGE {
+                    continue;
                 }
-                LinearReadEvent::Record { opcode, data } => {
-                    if let Record::Message { header, data } =
-                        mcap::parse_record(opcode, data).map_err(mcap_err)?
-                    {
-                        let channel =
-                            summary.channels.get(&header.channel_id).ok_or_else(|| {
-                                Error::Corrupt {
-                                    name: self.name.clone(),
-                                    reason: format!(
-                                        "message on unknown channel {}",
-                                        header.channel_id
-                                    ),
-                                }
-                            })?;
-                        if !keep(header.channel_id, header.log_time) {
-                            continue;
-                        }
-                        // One topic string per channel and run, shared by its messages.
-                        let topic = match topics.iter().find(|(id, _)| *id == header.channel_id) {
-                            Some((_, topic)) => Arc::clone(topic),
-                            None => {
-                                let topic = Arc::<str>::from(channel.topic.as_str());
-                                topics.push((header.channel_id, Arc::clone(&topic)));
-                                topic
-                            }
-                        };
-                        out.push((
-                            header.channel_id,
-                            RawMessage {
-                                topic,
-                                log_time: header.log_time,
-                                publish_time: header.publish_time,
-                                data: Bytes::copy_from_slice(&data),
-                            },
-                        ));
-                    }
+                let Record::Message { header, data } =
+                    mcap::parse_record(opcode, body).map_err(mcap_err)?
+                else {
+                    continue;
+                };
+                let topic =
+                    self.topic_names
+                        .get(&header.channel_id)
+                        .ok_or_else(|| Error::Corrupt {
+                            name: self.name.clone(),
+                            reason: format!("message on unknown channel {}", header.channel_id),
+                        })?;
+                if !keep(header.channel_id, header.log_time) {
+                    continue;
                 }
+                let data = match data {
+                    Cow::Borrowed(data) => records.slice_ref(data),
+                    Cow::Owned(data) => Bytes::from(data),
+                };
+                out.push((
+                    header.channel_id,
+                    RawMessage {
+                        topic: Arc::clone(topic),
+                        log_time: header.log_time,
+                        publish_time: header.publish_time,
+                        data,
+                    },
+                ));
             }
         }
         Ok(out)

@@ -179,17 +179,14 @@ impl<S: ByteSource> EpisodeReader<S> {
                 Err(source) => return Err(Error::Mcap { name, source }),
             }
         }
-        let topics = summary
-            .channels
-            .iter()
-            .map(|(id, c)| (c.topic.clone(), *id))
-            .collect();
+        let (topics, topic_names) = topic_maps(&summary.channels);
         let groups = groups_of(summary.channels.values());
         Ok(Self {
             source,
             name,
             index: Index::Summary(summary),
             topics,
+            topic_names,
             metadata,
             groups,
             warnings: Vec::new(),
@@ -208,7 +205,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             None => source.read_range(0..len)?,
         };
         let mut scan = Scan::default();
-        crate::for_each_record(&name, &bytes, |record| {
+        crate::chunk::for_each_record(&name, &bytes, |record| {
             scan.record(record);
             Ok(())
         })?;
@@ -219,10 +216,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             ..
         } = scan;
         messages.sort_by_key(|(_, m)| m.log_time);
-        let topics = channels
-            .iter()
-            .map(|(id, c)| (c.topic.clone(), *id))
-            .collect();
+        let (topics, topic_names) = topic_maps(&channels);
         let groups = groups_of(channels.values());
         let warnings = vec![format!(
             "{name}: {why}; scanned the whole file ({len} bytes) instead"
@@ -232,6 +226,7 @@ impl<S: ByteSource> EpisodeReader<S> {
             name,
             index: Index::Scanned { channels, messages },
             topics,
+            topic_names,
             metadata,
             groups,
             warnings,
@@ -247,6 +242,21 @@ pub(crate) fn le_u64(b: &[u8]) -> u64 {
     let n = b.len().min(8);
     a[..n].copy_from_slice(&b[..n]);
     u64::from_le_bytes(a)
+}
+
+/// Channel ids by topic, and each channel's topic as the one string its messages share.
+fn topic_maps(
+    channels: &HashMap<u16, Arc<Channel<'static>>>,
+) -> (HashMap<String, u16>, HashMap<u16, Arc<str>>) {
+    let by_topic = channels
+        .iter()
+        .map(|(id, c)| (c.topic.clone(), *id))
+        .collect();
+    let names = channels
+        .iter()
+        .map(|(id, c)| (*id, Arc::from(c.topic.as_str())))
+        .collect();
+    (by_topic, names)
 }
 
 /// Topic groups (from the channels' `reel.group`), each with its topics sorted.

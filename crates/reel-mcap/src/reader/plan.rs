@@ -42,16 +42,6 @@ impl ChunkRun<'_> {
             _ => 0..0,
         }
     }
-
-    /// The largest chunk record in the run, compressed or not: the record length a parser
-    /// of the run must accept.
-    pub(crate) fn largest_chunk(&self) -> u64 {
-        self.chunks
-            .iter()
-            .map(|c| c.uncompressed_size.max(c.compressed_size))
-            .max()
-            .unwrap_or(0)
-    }
 }
 
 /// Splits chunks into runs that are adjacent in the file (only their message indexes lie
@@ -388,7 +378,6 @@ mod tests {
         assert_eq!(offsets(&runs), [vec![100, 210], vec![400]]);
         assert_eq!(runs[0].byte_range(), 100..300);
         assert_eq!(runs[1].byte_range(), 400..450);
-        assert_eq!(runs[0].largest_chunk(), 200);
         // The same chunk asked for twice is read once.
         assert_eq!(offsets(&coalesce([&chunks[2], &chunks[2]])), [vec![400]]);
         assert!(coalesce(std::iter::empty()).is_empty());

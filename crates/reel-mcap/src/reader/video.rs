@@ -381,7 +381,7 @@ impl<S: ByteSource> EpisodeReader<S> {
                         break;
                     }
                     for run in runs {
-                        for (id, m) in self.read_run(summary, &run, |id, _| ids.contains(&id))? {
+                        for (id, m) in self.read_run(&run, |id, _| ids.contains(&id))? {
                             let unit = self.access_unit(&m)?;
                             units.entry(id).or_default().insert(m.log_time, unit);
                         }
