@@ -198,8 +198,8 @@ impl Worker {
         let memory = &shared.buffers;
         let n = samples.len();
         let mut tensors = vec![
-            Tensor::zeros_from("anchor_ns".into(), vec![n], DType::I64, memory),
-            Tensor::zeros_from("episode_row".into(), vec![n], DType::I64, memory),
+            Tensor::zeros("anchor_ns".into(), vec![n], DType::I64, memory),
+            Tensor::zeros("episode_row".into(), vec![n], DType::I64, memory),
         ];
         for c in &shared.cameras {
             let frame = match c.layout {
@@ -209,7 +209,7 @@ impl Worker {
             let k = c.offsets_ns.len();
             let mut shape = vec![n, k];
             shape.extend(frame);
-            tensors.push(Tensor::zeros_from(c.name.clone(), shape, DType::U8, memory));
+            tensors.push(Tensor::zeros(c.name.clone(), shape, DType::U8, memory));
             push_times_and_mask(&mut tensors, &c.name, n, k, memory);
         }
         for d in &shared.depths {
@@ -219,12 +219,12 @@ impl Worker {
                 DepthTensorUnit::M => DType::F32,
             };
             let shape = vec![n, k, d.height, d.width];
-            tensors.push(Tensor::zeros_from(d.name.clone(), shape, dtype, memory));
+            tensors.push(Tensor::zeros(d.name.clone(), shape, dtype, memory));
             push_times_and_mask(&mut tensors, &d.name, n, k, memory);
         }
         for p in &shared.proprio {
             let k = p.offsets_ns.len();
-            tensors.push(Tensor::zeros_from(
+            tensors.push(Tensor::zeros(
                 p.name.clone(),
                 vec![n, k, p.fields],
                 DType::F32,
@@ -883,13 +883,13 @@ fn push_times_and_mask(
     k: usize,
     memory: &Arc<BufferPool>,
 ) {
-    tensors.push(Tensor::zeros_from(
+    tensors.push(Tensor::zeros(
         format!("{name}.time_ns"),
         vec![n, k],
         DType::I64,
         memory,
     ));
-    tensors.push(Tensor::zeros_from(
+    tensors.push(Tensor::zeros(
         format!("{name}.mask"),
         vec![n, k],
         DType::U8,

@@ -3,9 +3,7 @@
 
 use serde::Serialize;
 
-use std::sync::Arc;
-
-use crate::host::{BufferPool, HostBuf, HostMemory};
+use crate::host::{Allocate, HostBuf};
 
 /// Element type of a tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -95,7 +93,7 @@ impl Tensor {
         name: String,
         shape: Vec<usize>,
         dtype: DType,
-        memory: &HostMemory,
+        memory: &impl Allocate,
     ) -> Self {
         let n = shape.iter().product();
         let data = match dtype {
@@ -103,23 +101,6 @@ impl Tensor {
             DType::U16 => TensorData::U16(memory.zeroed(n)),
             DType::F32 => TensorData::F32(memory.zeroed(n)),
             DType::I64 => TensorData::I64(memory.zeroed(n)),
-        };
-        Self { name, shape, data }
-    }
-
-    /// [`Tensor::zeros`] with its buffer from `pool` (where it goes back when dropped).
-    pub(crate) fn zeros_from(
-        name: String,
-        shape: Vec<usize>,
-        dtype: DType,
-        pool: &Arc<BufferPool>,
-    ) -> Self {
-        let n = shape.iter().product();
-        let data = match dtype {
-            DType::U8 => TensorData::U8(pool.zeroed(n)),
-            DType::U16 => TensorData::U16(pool.zeroed(n)),
-            DType::F32 => TensorData::F32(pool.zeroed(n)),
-            DType::I64 => TensorData::I64(pool.zeroed(n)),
         };
         Self { name, shape, data }
     }

@@ -70,6 +70,25 @@ impl HostMemory {
     }
 }
 
+/// Where a batch buffer comes from: fresh memory, or the pool of a loader's reused
+/// buffers.
+pub(crate) trait Allocate {
+    /// A zeroed buffer of `len` elements.
+    fn zeroed<T: Element>(&self, len: usize) -> HostBuf<T>;
+}
+
+impl Allocate for HostMemory {
+    fn zeroed<T: Element>(&self, len: usize) -> HostBuf<T> {
+        HostMemory::zeroed(self, len)
+    }
+}
+
+impl Allocate for Arc<BufferPool> {
+    fn zeroed<T: Element>(&self, len: usize) -> HostBuf<T> {
+        BufferPool::zeroed(self, len)
+    }
+}
+
 /// Element types of batch buffers.
 pub trait Element: Copy + Default + PartialEq + fmt::Debug + Send + Sync + 'static {
     #[cfg(feature = "cuda")]
