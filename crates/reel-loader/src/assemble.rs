@@ -359,6 +359,16 @@ impl Worker {
             )?;
             t += 3;
         }
+        // One read of the numeric group serves all of the sample's numeric streams: their
+        // windows differ (state before the anchor, actions after it) but lie in the same
+        // chunks, which a read per stream would fetch and parse twice.
+        let needs = shared
+            .proprio
+            .iter()
+            .filter_map(|p| proprio_need(&episode, p, anchor).map(|(need, _)| need));
+        if let Some(need) = needs.reduce(|a, b| a.start.min(b.start)..a.end.max(b.end)) {
+            self.signal_span(&episode, row, need, uri)?;
+        }
         for proprio in &shared.proprio {
             self.fill_proprio(
                 &episode,
@@ -702,15 +712,11 @@ impl Worker {
         out: &mut [Tensor],
         slot: usize,
     ) -> Result<()> {
-        let period = episode.period(&proprio.topic, 20_000_000);
-        // Interpolate across at most a missing step or two; farther apart is a gap.
-        let max_gap = period * 5 / 2;
-        let (first, last) = match (proprio.offsets_ns.first(), proprio.offsets_ns.last()) {
-            (Some(a), Some(b)) => (anchor + a - max_gap, anchor + b + max_gap),
-            _ => return Ok(()),
+        let Some((need, max_gap)) = proprio_need(episode, proprio, anchor) else {
+            return Ok(());
         };
         let shared = Arc::clone(&self.shared);
-        let windows = self.signal_span(episode, row, first..last + 1, uri)?;
+        let windows = self.signal_span(episode, row, need, uri)?;
         let topic_index = shared
             .proprio_topics
             .iter()
@@ -809,6 +815,21 @@ impl Worker {
         }
         Ok(&self.signals[0].windows)
     }
+}
+
+/// The times `proprio` reads around `anchor` (its offsets, widened by the gap that
+/// interpolation may bridge), and that gap; `None` when it has no offsets.
+fn proprio_need(
+    episode: &OpenEpisode,
+    proprio: &ProprioPlan,
+    anchor: i64,
+) -> Option<(std::ops::Range<i64>, i64)> {
+    let period = episode.period(&proprio.topic, 20_000_000);
+    // Interpolate across at most a missing step or two; farther apart is a gap.
+    let max_gap = period * 5 / 2;
+    let first = anchor + proprio.offsets_ns.first()? - max_gap;
+    let last = anchor + proprio.offsets_ns.last()? + max_gap;
+    Some((first..last + 1, max_gap))
 }
 
 enum Value {
