@@ -46,13 +46,13 @@ encodings=(
   "gop2-crf23-raw|--config $out/gop2-crf23-raw.toml"
   "random-access|--encoding random-access"
   "star15-crf23-zstd|--config $out/star15-crf23-zstd.toml"
-  "random-access-signals0.5s|--config $out/random-access-signals0.5s.toml"
+  "random-access-signals2s|--config $out/random-access-signals2s.toml"
 )
 printf '[encode]\ngop = 2\n' > "$out/gop2-crf23-zstd.toml"
 printf '[encode]\ngop = 2\ncompress_chunks = false\n' > "$out/gop2-crf23-raw.toml"
 printf '[encode]\ngop = 15\nstructure = "star"\n' > "$out/star15-crf23-zstd.toml"
-printf '[encode]\ngop = 2\ncrf = 26.0\ncompress_chunks = false\nsignal_window_s = 0.5\n' \
-  > "$out/random-access-signals0.5s.toml"
+printf '[encode]\ngop = 2\ncrf = 26.0\ncompress_chunks = false\nsignal_window_s = 2.0\n' \
+  > "$out/random-access-signals2s.toml"
 
 quality_args=()
 for entry in "${encodings[@]}"; do

@@ -89,9 +89,10 @@ impl EncodeConfig {
     /// the fastest reads in Reel's locality order) or `random-access` (for training that
     /// draws samples in a global shuffle: 2-frame GOPs, so a random frame decodes from
     /// at most two access units, CRF 26, whose fewer bits decode faster and keep files
-    /// near the canonical encoding's size, and chunks stored uncompressed, so a sample's
-    /// numeric streams are read without decompressing; docs/BENCHMARKS.md has the
-    /// measurements behind it). Both are plain H.264 that Foxglove plays.
+    /// near the canonical encoding's size, and numeric chunks of 0.5 s stored
+    /// uncompressed, so a sample's numeric streams are read from a few small chunks
+    /// without decompressing; docs/BENCHMARKS.md has the measurements behind it). Both
+    /// are plain H.264 that Foxglove plays.
     pub fn named(name: &str) -> Option<Self> {
         match name {
             "canonical" => Some(Self::default()),
@@ -99,6 +100,7 @@ impl EncodeConfig {
                 gop: 2,
                 crf: 26.0,
                 compress_chunks: false,
+                signal_window_s: 0.5,
                 ..Self::default()
             }),
             _ => None,
@@ -106,14 +108,21 @@ impl EncodeConfig {
     }
 
     /// These settings with the codec and chunk settings of the named encoding, the groups
-    /// and signal window kept (what `--encoding` does on top of a config file); `None`
-    /// for a name [`named`](Self::named) does not know.
+    /// kept, and the signal window kept where these settings chose one other than the
+    /// default (what `--encoding` does on top of a config file); `None` for a name
+    /// [`named`](Self::named) does not know.
     pub fn with_encoding(&self, name: &str) -> Option<Self> {
+        let named = Self::named(name)?;
+        let signal_window_s = if self.signal_window_s == Self::default().signal_window_s {
+            named.signal_window_s
+        } else {
+            self.signal_window_s
+        };
         Some(Self {
             camera_group: self.camera_group.clone(),
             signal_group: self.signal_group.clone(),
-            signal_window_s: self.signal_window_s,
-            ..Self::named(name)?
+            signal_window_s,
+            ..named
         })
     }
 
@@ -163,4 +172,39 @@ fn is_true(value: &bool) -> bool {
 
 fn is_default_encoder(encoder: &str) -> bool {
     encoder == reel_video::DEFAULT_ENCODER
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_encoding_on_top_of_a_config_keeps_its_groups_and_a_chosen_signal_window() {
+        let random_access = EncodeConfig::named("random-access").expect("known name");
+        assert_eq!(random_access.signal_window_s, 0.5);
+        assert!(!random_access.compress_chunks);
+
+        // A config that left the signal window alone gets the encoding's own.
+        let config = EncodeConfig {
+            camera_group: "video".into(),
+            ..EncodeConfig::default()
+        };
+        let chosen = config.with_encoding("random-access").expect("known name");
+        assert_eq!(chosen.signal_window_s, 0.5);
+        assert_eq!(chosen.camera_group, "video");
+        assert_eq!((chosen.gop, chosen.crf), (2, 26.0));
+
+        // One that chose a window keeps it, whatever the encoding.
+        let config = EncodeConfig {
+            signal_window_s: 1.0,
+            ..EncodeConfig::default()
+        };
+        let chosen = config.with_encoding("random-access").expect("known name");
+        assert_eq!(chosen.signal_window_s, 1.0);
+        assert_eq!(
+            config.with_encoding("canonical").expect("known name"),
+            config
+        );
+        assert!(config.with_encoding("fastest").is_none());
+    }
 }
