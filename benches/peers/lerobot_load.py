@@ -644,6 +644,7 @@ def bench_reel(reel_workers: int, args: argparse.Namespace) -> dict:
         "uint8": args.uint8 or args.layout == "reel",
         "epoch_batches": epoch_batches,
         "manifest": str(args.manifest),
+        "encoding": args.encoding_label,
         "open_s": round(open_s, 3),
         "main_torch_threads": torch.get_num_threads(),
         "loadavg_1m": round(os.getloadavg()[0], 2),
@@ -716,6 +717,9 @@ def parse_args() -> argparse.Namespace:
     reel_group.add_argument("--manifest", help="manifest from reel-curate (path or store URI)")
     reel_group.add_argument("--spec", help="sample spec TOML (e.g. testdata/spec.toml)")
     reel_group.add_argument("--store", help="the store the manifest's episodes live in (folder or URI)")
+    reel_group.add_argument(
+        "--encoding-label", default="canonical", help="the store's encoding, for the table (default canonical)"
+    )
     reel_group.add_argument("--reel-workers", default="2", help="comma-separated Reel loader threads (default 2)")
     reel_group.add_argument("--shuffle", choices=["global", "locality"], default="locality")
     reel_group.add_argument("--seed", type=int, default=0)
@@ -739,7 +743,7 @@ def print_table(rows: list[dict]) -> None:
         if r["peer"] == "reel":
             peer = f"Reel {r['reel_version']}"
             workers = f"{r['reel_workers']} thread{'' if r['reel_workers'] == 1 else 's'}"
-            data = "canonical h264"
+            data = f"Reel {r['encoding']} h264"
             decoder = f"reel, {r['shuffle']} shuffle, {r['layout']} layout"
         else:
             peer = f"LeRobot {r['lerobot_version']}"
