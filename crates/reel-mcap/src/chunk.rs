@@ -145,6 +145,25 @@ pub(crate) fn uncompressed_bytes(
     })
 }
 
+/// The records in `bytes` with opcode `opcode`, parsed by mcap's record parser; the
+/// others are stepped over unparsed. Borrowed like [`RecordSlices`].
+pub(crate) fn parsed_records<'a>(
+    name: &'a str,
+    bytes: &'a [u8],
+    opcode: u8,
+) -> impl Iterator<Item = Result<Record<'a>>> + 'a {
+    RecordSlices::new(name, bytes).filter_map(move |record| match record {
+        Ok((op, body)) if op == opcode => {
+            Some(mcap::parse_record(op, body).map_err(|source| Error::Mcap {
+                name: name.to_owned(),
+                source,
+            }))
+        }
+        Ok(_) => None,
+        Err(err) => Some(Err(err)),
+    })
+}
+
 /// The records in `bytes` (no magic), each as its opcode and body, borrowed: each record's
 /// length is checked against what is left before its body is taken.
 pub(crate) struct RecordSlices<'a> {

@@ -14,7 +14,7 @@ use reel_io::ByteSource;
 
 use super::plan::{self, ChunkRun};
 use super::{EpisodeReader, Index};
-use crate::chunk::{self, RecordSlices};
+use crate::chunk;
 use crate::{Error, Result};
 
 /// A message read from an episode.
@@ -108,31 +108,15 @@ impl<S: ByteSource> EpisodeReader<S> {
         self.chunks_read
             .fetch_add(run.chunks.len() as u64, Ordering::Relaxed);
         let bytes = self.source.read_range(run.byte_range())?;
-        let mcap_err = |source| Error::Mcap {
-            name: self.name.clone(),
-            source,
-        };
         let mut out = Vec::new();
         // The run holds its chunks and the message indexes between them.
-        for record in RecordSlices::new(&self.name, &bytes) {
-            let (opcode, body) = record?;
-            if opcode != op::CHUNK {
-                continue;
-            }
-            let Record::Chunk { header, data } =
-                mcap::parse_record(opcode, body).map_err(mcap_err)?
-            else {
+        for chunk in chunk::parsed_records(&self.name, &bytes, op::CHUNK) {
+            let Record::Chunk { header, data } = chunk? else {
                 continue;
             };
             let records = chunk::uncompressed_bytes(&self.name, &header, &data, &bytes)?;
-            for record in RecordSlices::new(&self.name, &records) {
-                let (opcode, body) = record?;
-                if opcode != op::MESSAGE {
-                    continue;
-                }
-                let Record::Message { header, data } =
-                    mcap::parse_record(opcode, body).map_err(mcap_err)?
-                else {
+            for message in chunk::parsed_records(&self.name, &records, op::MESSAGE) {
+                let Record::Message { header, data } = message? else {
                     continue;
                 };
                 let topic =
