@@ -552,40 +552,56 @@ impl Worker {
                         uri: uri.to_string(),
                         reason: format!("{}: no frame near {}", camera.topic, anchor + offset),
                     })?;
-            let converted = if gop.start_ns <= q {
-                gop.rgb_latest_at(q, &mut self.decoder)
-            } else {
-                gop.keyframe_rgb(&mut self.decoder)
-            };
-            let Some((time, image)) = converted.map_err(|source| LoaderError::Episode {
+            let size = gop.rgb_size().unwrap_or((camera.width, camera.height));
+            if size != (camera.width, camera.height) {
+                return Err(LoaderError::Mismatch {
+                    uri: uri.to_string(),
+                    reason: format!(
+                        "{} is {}x{}, the batch is {}x{} (give the camera a size)",
+                        camera.topic, size.0, size.1, camera.width, camera.height
+                    ),
+                });
+            }
+            let frame_index = slot * camera.offsets_ns.len() + j;
+            let frames = frame_index * frame_len..(frame_index + 1) * frame_len;
+            let video_err = |source| LoaderError::Episode {
                 uri: uri.to_string(),
                 source: Box::new(reel_mcap::Error::Video {
                     name: uri.to_string(),
                     topic: camera.topic.clone(),
                     source,
                 }),
-            })?
-            else {
+            };
+            // A GOP decoded for this sample alone (not whole, as in locality order) has its
+            // frames used once: converted straight into the batch, not kept.
+            let straight = !self.shared.whole_gops && camera.layout == Layout::Hwc;
+            let time = match (out[0].data_u8_mut(), straight && gop.start_ns <= q) {
+                (Some(pixels), true) => gop
+                    .rgb_latest_into(q, &mut self.decoder, &mut pixels[frames])
+                    .map_err(video_err)?,
+                (pixels, _) => {
+                    let converted = if gop.start_ns <= q {
+                        gop.rgb_latest_at(q, &mut self.decoder)
+                    } else {
+                        gop.keyframe_rgb(&mut self.decoder)
+                    };
+                    let Some((time, image)) = converted.map_err(video_err)? else {
+                        continue;
+                    };
+                    if let Some(pixels) = pixels {
+                        let dst = &mut pixels[frames];
+                        match camera.layout {
+                            Layout::Hwc => dst.copy_from_slice(&image.data),
+                            Layout::Chw => to_chw(&image.data, dst, camera.width * camera.height),
+                        }
+                    }
+                    Some(time)
+                }
+            };
+            let Some(time) = time else {
                 continue;
             };
-            if image.width != camera.width || image.height != camera.height {
-                return Err(LoaderError::Mismatch {
-                    uri: uri.to_string(),
-                    reason: format!(
-                        "{} is {}x{}, the batch is {}x{} (give the camera a size)",
-                        camera.topic, image.width, image.height, camera.width, camera.height
-                    ),
-                });
-            }
             let requested = anchor + offset;
-            let frame_index = slot * camera.offsets_ns.len() + j;
-            if let Some(pixels) = out[0].data_u8_mut() {
-                let dst = &mut pixels[frame_index * frame_len..(frame_index + 1) * frame_len];
-                match camera.layout {
-                    Layout::Hwc => dst.copy_from_slice(&image.data),
-                    Layout::Chw => to_chw(&image.data, dst, camera.width * camera.height),
-                }
-            }
             write_i64(&mut out[1], frame_index, 0, time as i64);
             let on_time = (time as i64 - requested).abs() <= half;
             write_u8(&mut out[2], frame_index, u8::from(on_time));

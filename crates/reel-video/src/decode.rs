@@ -154,6 +154,18 @@ impl H264Decoder {
         self.scaler.convert_to_rgb(&picture.frame, size)
     }
 
+    /// Converts a picture to packed RGB at `size` (width, height) or its own size, written
+    /// straight into `dst`, which must hold exactly `width * height * 3` bytes: a caller
+    /// that owns the destination (a batch slot) skips the intermediate image.
+    pub fn to_rgb_into(
+        &mut self,
+        picture: &Picture,
+        size: Option<(usize, usize)>,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        self.scaler.convert_to_rgb_into(&picture.frame, size, dst)
+    }
+
     fn decode_into(
         &mut self,
         units: &[&[u8]],

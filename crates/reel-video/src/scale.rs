@@ -45,31 +45,31 @@ impl Scaler {
             dst.width(),
             dst.height(),
         );
-        let context = match &mut self.context {
-            Some((k, ctx)) if *k == key => ctx,
-            slot => {
-                let ctx = Context::get(
-                    key.0,
-                    key.1,
-                    key.2,
-                    key.3,
-                    key.4,
-                    key.5,
-                    match self.conversion {
-                        RgbConversion::Accurate => {
-                            Flags::BILINEAR
-                                | Flags::ACCURATE_RND
-                                | Flags::FULL_CHR_H_INT
-                                | Flags::FULL_CHR_H_INP
-                        }
-                        RgbConversion::Fast => Flags::BILINEAR,
-                    },
-                )
+        self.context(key)?
+            .run(src, dst)
+            .map_err(ffmpeg_err("scaling"))
+    }
+
+    /// The context for `key`, made when the geometry changed.
+    fn context(&mut self, key: Key) -> Result<&mut Context> {
+        if self.context.as_ref().is_none_or(|(k, _)| *k != key) {
+            let flags = match self.conversion {
+                RgbConversion::Accurate => {
+                    Flags::BILINEAR
+                        | Flags::ACCURATE_RND
+                        | Flags::FULL_CHR_H_INT
+                        | Flags::FULL_CHR_H_INP
+                }
+                RgbConversion::Fast => Flags::BILINEAR,
+            };
+            let ctx = Context::get(key.0, key.1, key.2, key.3, key.4, key.5, flags)
                 .map_err(ffmpeg_err("creating the scaler"))?;
-                &mut slot.insert((key, ctx)).1
-            }
-        };
-        context.run(src, dst).map_err(ffmpeg_err("scaling"))
+            self.context = Some((key, ctx));
+        }
+        match &mut self.context {
+            Some((_, ctx)) => Ok(ctx),
+            None => Err(crate::Error::InvalidInput("no scaler context".into())),
+        }
     }
 
     /// Converts a decoded picture to packed RGB at `size` (or its own size).
@@ -82,6 +82,75 @@ impl Scaler {
         let mut dst = Frame::new(Pixel::RGB24, w as u32, h as u32);
         self.run(src, &mut dst)?;
         Ok(RgbImage::new(w, h, packed_rows(&dst, w * 3, h)))
+    }
+
+    /// Converts a decoded picture to packed RGB at `size` (or its own size) straight into
+    /// `dst`, which must hold exactly its `width * height * 3` bytes. Where swscale can
+    /// write rows of that length in place (16-byte aligned, as its SIMD paths want) it
+    /// does, with no intermediate picture; otherwise through one, copied row by row.
+    pub(crate) fn convert_to_rgb_into(
+        &mut self,
+        src: &Frame,
+        size: Option<(usize, usize)>,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let (w, h) = size.unwrap_or((src.width() as usize, src.height() as usize));
+        let row_bytes = w * 3;
+        if dst.len() != row_bytes * h {
+            return Err(crate::Error::InvalidInput(format!(
+                "a {w}x{h} RGB picture needs {} bytes, not {}",
+                row_bytes * h,
+                dst.len()
+            )));
+        }
+        let in_place = row_bytes % 16 == 0 && (dst.as_ptr() as usize) % 16 == 0;
+        let (Ok(stride), Ok(rows)) = (i32::try_from(row_bytes), i32::try_from(src.height())) else {
+            return Err(crate::Error::InvalidInput(format!(
+                "a {w}x{h} picture is too large"
+            )));
+        };
+        if !in_place {
+            let image = self.convert_to_rgb(src, size)?;
+            dst.copy_from_slice(&image.data);
+            return Ok(());
+        }
+        let key = (
+            src.format(),
+            src.width(),
+            src.height(),
+            Pixel::RGB24,
+            w as u32,
+            h as u32,
+        );
+        let context = self.context(key)?;
+        let planes: [*mut u8; 4] = [
+            dst.as_mut_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        ];
+        let strides: [i32; 4] = [stride, 0, 0, 0];
+        // SAFETY: the context was made for `src`'s format and geometry and an RGB24 output
+        // of `w`x`h`; `dst` holds exactly `h` rows of `stride` bytes, the one plane RGB24
+        // has; `src`'s planes and line sizes are its own, valid while it is borrowed.
+        let written = unsafe {
+            let frame = src.as_ptr();
+            ffmpeg_next::ffi::sws_scale(
+                context.as_mut_ptr(),
+                (*frame).data.as_ptr() as *const *const u8,
+                (*frame).linesize.as_ptr(),
+                0,
+                rows,
+                planes.as_ptr(),
+                strides.as_ptr(),
+            )
+        };
+        if written < 0 {
+            return Err(crate::Error::InvalidInput(format!(
+                "swscale failed converting a {w}x{h} picture ({written})"
+            )));
+        }
+        Ok(())
     }
 }
 

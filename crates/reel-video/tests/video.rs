@@ -211,6 +211,55 @@ fn odd_sizes_are_coded_one_pixel_larger_and_cropped_back() {
     }
 }
 
+/// A buffer whose data starts `offset` bytes past a 64-byte boundary.
+fn buffer_at(len: usize, offset: usize) -> (Vec<u8>, usize) {
+    let buffer = vec![0xAAu8; len + 64 + offset];
+    let start = (64 - buffer.as_ptr() as usize % 64) % 64 + offset;
+    (buffer, start)
+}
+
+#[test]
+fn rgb_written_into_a_caller_buffer_equals_the_converted_image() {
+    // 96 px rows are 288 bytes (swscale writes them in place when aligned); 37 px rows,
+    // cropped from a 38 px coded picture, go through an intermediate image.
+    for ((w, h), conversion) in [(96, 64), (37, 21)]
+        .into_iter()
+        .flat_map(|size| [(size, RgbConversion::Accurate), (size, RgbConversion::Fast)])
+    {
+        let frames: Vec<RgbImage> = (0..4).map(|i| scene(i, w, h)).collect();
+        let units = encode(&frames, &EncoderConfig::default());
+        let all: Vec<&[u8]> = units.iter().map(|u| u.data.as_slice()).collect();
+        let mut decoder = H264Decoder::with_conversion(conversion).unwrap();
+        let mut pictures = decoder.decode_pictures(&all, &[1, 3]).unwrap();
+        for picture in &mut pictures {
+            picture.crop(w, h).unwrap();
+            for size in [None, Some((48, 32))] {
+                let image = decoder.to_rgb(picture, size).unwrap();
+                for offset in [0, 16, 3] {
+                    let (mut buffer, start) = buffer_at(image.data.len(), offset);
+                    let dst = &mut buffer[start..start + image.data.len()];
+                    decoder.to_rgb_into(picture, size, dst).unwrap();
+                    assert!(
+                        dst == &image.data[..],
+                        "{w}x{h} {conversion:?} at {size:?}, offset {offset}"
+                    );
+                    // Nothing written past the picture.
+                    assert!(
+                        buffer[start + image.data.len()..]
+                            .iter()
+                            .all(|&b| b == 0xAA)
+                    );
+                }
+            }
+        }
+        let mut short = vec![0u8; w * h * 3 - 1];
+        assert!(matches!(
+            decoder.to_rgb_into(&pictures[0], None, &mut short),
+            Err(Error::InvalidInput(_))
+        ));
+    }
+}
+
 #[test]
 fn landing_images_decode() {
     let frame = scene(3, 80, 60);

@@ -115,6 +115,46 @@ impl DecodedGop {
         }
     }
 
+    /// Size of the RGB frames this GOP converts to (width, height): its output size, or
+    /// its pictures' own.
+    pub fn rgb_size(&self) -> Option<(usize, usize)> {
+        self.size.or_else(|| {
+            self.pictures
+                .first()
+                .map(|(_, picture, _)| (picture.width(), picture.height()))
+        })
+    }
+
+    /// Like [`rgb_latest_at`](Self::rgb_latest_at), but writes the RGB frame into `dst`
+    /// (exactly [`rgb_size`](Self::rgb_size)'s `width * height * 3` bytes) and returns
+    /// its log time. A frame not yet converted is converted straight into `dst` and not
+    /// kept: for a caller that uses each frame once (a globally shuffled sample), which
+    /// then skips an image and its copy.
+    pub fn rgb_latest_into(
+        &self,
+        t: u64,
+        decoder: &mut H264Decoder,
+        dst: &mut [u8],
+    ) -> std::result::Result<Option<u64>, reel_video::Error> {
+        let Some(i) = self.latest_index(t) else {
+            return Ok(None);
+        };
+        let (time, picture, rgb) = &self.pictures[i];
+        match rgb.get() {
+            Some(image) if image.data.len() == dst.len() => dst.copy_from_slice(&image.data),
+            Some(image) => {
+                return Err(reel_video::Error::InvalidInput(format!(
+                    "a {}x{} RGB frame does not fit {} bytes",
+                    image.width,
+                    image.height,
+                    dst.len()
+                )));
+            }
+            None => decoder.to_rgb_into(picture, self.size, dst)?,
+        }
+        Ok(Some(*time))
+    }
+
     /// The keyframe as RGB, if its picture was kept.
     pub fn keyframe_rgb(
         &self,
