@@ -47,7 +47,7 @@ impl std::fmt::Debug for H264Decoder {
 /// ([`H264Decoder::to_rgb`]). It holds the decoder's buffer, not a copy, and can be
 /// shared between threads.
 pub struct Picture {
-    frame: Frame,
+    pub(crate) frame: Frame,
 }
 
 impl std::fmt::Debug for Picture {

@@ -5,6 +5,7 @@ use ffmpeg_next::format::Pixel;
 use ffmpeg_next::util::frame::Video as Frame;
 use ffmpeg_next::{Dictionary, Packet, Rational, encoder, picture};
 
+use crate::decode::Picture;
 use crate::scale::Scaler;
 use crate::star::StarCoder;
 use crate::{Error, Result, RgbImage, ffmpeg_err};
@@ -244,6 +245,36 @@ impl H264Encoder {
             plane.copy_within(last..last + coded_width * 3, self.height * stride);
         }
         self.scaler.run(&self.rgb, &mut self.yuv)?;
+        self.send(keyframe)
+    }
+
+    /// Whether [`push_picture`](Self::push_picture) takes `picture`: a decoded picture of
+    /// this encoder's coded size.
+    pub fn takes_picture(&self, picture: &Picture) -> bool {
+        (picture.width(), picture.height()) == coded_size(self.width, self.height)
+    }
+
+    /// Encodes a decoded picture of another stream (a transcode) as it is, never through
+    /// RGB: a YUV 4:2:0 picture is copied plane by plane, so the transcode loses only what
+    /// the encoder does, not a chroma resampling each way. `keyframe` as in
+    /// [`push_keyframe`](Self::push_keyframe).
+    pub fn push_picture(&mut self, picture: &Picture, keyframe: bool) -> Result<Vec<EncodedFrame>> {
+        if !self.takes_picture(picture) {
+            return Err(Error::InvalidInput(format!(
+                "a {}x{} picture for an encoder of {}x{} (coded {:?})",
+                picture.width(),
+                picture.height(),
+                self.width,
+                self.height,
+                coded_size(self.width, self.height)
+            )));
+        }
+        self.scaler.run(&picture.frame, &mut self.yuv)?;
+        self.send(keyframe)
+    }
+
+    /// Sends the picture in `yuv` to the encoder.
+    fn send(&mut self, keyframe: bool) -> Result<Vec<EncodedFrame>> {
         self.yuv.set_pts(Some(self.next_index));
         self.yuv.set_kind(if keyframe {
             picture::Type::I

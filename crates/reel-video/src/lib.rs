@@ -42,6 +42,7 @@
 //! # Ok::<(), reel_video::Error>(())
 //! ```
 
+mod container;
 mod decode;
 mod depth;
 mod encode;
@@ -53,6 +54,7 @@ mod star;
 mod stream;
 pub use scale::RgbConversion;
 
+pub use container::{ContainerUnit, VideoSpan, read_video_span};
 pub use decode::{H264Decoder, ImageDecoder, ImageFormat, Picture};
 pub use depth::{
     DepthCodec, DepthImage, DepthLayout, DepthUnit, check_depth, compressed_depth_format,
@@ -92,6 +94,15 @@ pub enum Error {
     /// another encoder or version does not honour), or it was not reproducible.
     #[error("cannot restructure the encoder's output: {0}")]
     Bitstream(String),
+    /// A video file that cannot be read (no video stream, truncated, not a container
+    /// FFmpeg reads).
+    #[error("{path}: {reason}")]
+    Container {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Any other FFmpeg failure (opening a codec, scaling).
     #[error("ffmpeg: {context}: {source}")]
     Ffmpeg {
@@ -108,7 +119,10 @@ impl Error {
     /// FFmpeg lacks, or FFmpeg failing on its own, is the environment.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::InvalidInput(_) | Self::Decode { .. } | Self::NoPicture(_) => ErrorKind::BadInput,
+            Self::InvalidInput(_)
+            | Self::Decode { .. }
+            | Self::NoPicture(_)
+            | Self::Container { .. } => ErrorKind::BadInput,
             Self::CodecMissing(_) | Self::Ffmpeg { .. } | Self::Bitstream(_) => {
                 ErrorKind::Environment
             }

@@ -468,3 +468,49 @@ fn star_gops_are_valid_h264_for_ffmpeg_and_restart_at_forced_keyframes() {
     assert!(out.status.success() && stderr.trim().is_empty(), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0,20");
 }
+
+/// LeRobot 0.6.1's own files (testdata/lerobot/make_fixtures.py): H.264 with B-frames and
+/// AV1, three episodes back to back in one MP4 each. LeRobot's decoders (torchcodec, PyAV)
+/// convert to RGB with swscale's default, the fast path: converted the same way, Reel's
+/// frames are LeRobot's.
+#[test]
+fn video_file_spans_decode_to_the_frames_ffmpeg_gives() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/lerobot");
+    for (name, codec) in [
+        ("pusht_h264", reel_video::VideoCodec::H264),
+        ("pusht_av1", reel_video::VideoCodec::Av1),
+    ] {
+        let mp4 = root
+            .join(name)
+            .join("videos/observation.images.cam/chunk-000/file-000.mp4");
+        let reference = std::fs::read(root.join(format!("{name}.decoded.rgb"))).unwrap();
+        let frame_len = 64 * 48 * 3;
+        // The episodes' spans (10 fps: 12, 7 and 15 frames).
+        let mut first = 0;
+        for (from, to) in [(0.0, 1.2), (1.2, 1.9), (1.9, 3.4)] {
+            let span = reel_video::read_video_span(&mp4, from, to).unwrap();
+            assert_eq!(span.codec, codec);
+            assert_eq!((span.width, span.height), (64, 48));
+            assert!(span.units[0].keyframe, "{name} from {from} s");
+            let mut decoder =
+                reel_video::StreamDecoder::with_conversion(codec, RgbConversion::Fast).unwrap();
+            let mut pictures = Vec::new();
+            for unit in &span.units {
+                pictures.extend(decoder.push(&unit.data).unwrap());
+            }
+            pictures.extend(decoder.finish().unwrap());
+            let count = ((to - from) * 10.0_f64).round() as usize;
+            assert_eq!(pictures.len(), count, "{name} from {from} s");
+            for (i, picture) in pictures.iter().enumerate() {
+                let want = &reference[(first + i) * frame_len..(first + i + 1) * frame_len];
+                let q = psnr(want, &picture.data);
+                assert!(
+                    q > 45.0,
+                    "{name} frame {} from {from} s: {q:.1} dB",
+                    first + i
+                );
+            }
+            first += count;
+        }
+    }
+}
