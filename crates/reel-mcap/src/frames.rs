@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use reel_video::{ImageDecoder, RgbImage, StreamDecoder};
+use reel_video::{ImageDecoder, Picture, RgbImage, StreamDecoder};
 
 use crate::landing::{ImageEncoding, LandingCamera};
 
@@ -15,7 +15,7 @@ pub struct CameraFrames<'a> {
     images: ImageDecoder,
     video: Option<StreamDecoder>,
     /// Pictures a recorded video has output and not yet handed out.
-    ready: VecDeque<RgbImage>,
+    ready: VecDeque<Picture>,
     /// Units a recorded video has been fed.
     fed: usize,
     finished: bool,
@@ -43,34 +43,49 @@ impl<'a> CameraFrames<'a> {
     /// handed to the frames in message order: the n-th picture is the n-th message's.
     /// Frames left without a picture at the end (units that did not decode) are errors.
     pub fn next_frame(&mut self) -> Option<(usize, Result<RgbImage, reel_video::Error>)> {
+        self.next_decoded()
+            .map(|(index, decoded)| (index, decoded.map(|d| d.rgb)))
+    }
+
+    /// Like [`next_frame`](Self::next_frame), with a recorded video's decoded picture
+    /// beside its RGB, for an encoder that takes it as it is.
+    pub fn next_decoded(&mut self) -> Option<(usize, Result<DecodedFrame, reel_video::Error>)> {
         let index = self.next;
         let frame = self.camera.frames.get(index)?;
         self.next += 1;
-        let picture = match frame.encoding {
+        let decoded = match frame.encoding {
             ImageEncoding::Video { codec } => self.next_picture(codec),
-            _ => frame.encoding.to_rgb(&mut self.images, &frame.data),
+            _ => frame
+                .encoding
+                .to_rgb(&mut self.images, &frame.data)
+                .map(|rgb| DecodedFrame { rgb, picture: None }),
         };
-        Some((index, picture))
+        Some((index, decoded))
     }
 
     fn next_picture(
         &mut self,
         codec: reel_video::VideoCodec,
-    ) -> Result<RgbImage, reel_video::Error> {
+    ) -> Result<DecodedFrame, reel_video::Error> {
         let mut failure = None;
+        let decoder = match &mut self.video {
+            Some(d) => d,
+            // The fast conversion: the RGB is for measurements; the encoder takes the
+            // picture itself.
+            None => self.video.insert(StreamDecoder::with_conversion(
+                codec,
+                reel_video::RgbConversion::Fast,
+            )?),
+        };
         while self.ready.is_empty() && !self.finished {
-            let decoder = match &mut self.video {
-                Some(d) => d,
-                None => self.video.insert(StreamDecoder::new(codec)?),
-            };
             let pictures = match self.camera.frames.get(self.fed) {
                 Some(unit) => {
                     self.fed += 1;
-                    decoder.push(&unit.data)
+                    decoder.push_pictures(&unit.data)
                 }
                 None => {
                     self.finished = true;
-                    decoder.finish()
+                    decoder.finish_pictures()
                 }
             };
             match pictures {
@@ -79,12 +94,26 @@ impl<'a> CameraFrames<'a> {
                 Err(e) => failure = Some(e),
             }
         }
-        self.ready.pop_front().ok_or_else(|| {
+        let picture = self.ready.pop_front().ok_or_else(|| {
             failure.unwrap_or_else(|| {
                 reel_video::Error::NoPicture("the recorded video ended first".into())
             })
+        })?;
+        Ok(DecodedFrame {
+            rgb: decoder.to_rgb(&picture)?,
+            picture: Some(picture),
         })
     }
+}
+
+/// A landing frame decoded: its RGB picture and, for recorded video, the decoder's own
+/// picture (YUV), which a transcode encodes without going through RGB.
+#[derive(Debug)]
+pub struct DecodedFrame {
+    /// The frame as RGB.
+    pub rgb: RgbImage,
+    /// The decoded picture of a recorded video.
+    pub picture: Option<Picture>,
 }
 
 impl Iterator for CameraFrames<'_> {

@@ -65,12 +65,13 @@ mod writer;
 pub use depth::{ConvertedDepth, convert_depth};
 pub use doctor::{DoctorOptions, DoctorReport, Problem, doctor};
 pub use encoding::{EncodeConfig, EncodeStructure};
-pub use frames::CameraFrames;
+pub use frames::{CameraFrames, DecodedFrame};
 pub use inspect::{ChannelSummary, ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
 pub use landing::{
     FrameClass, ImageEncoding, LandingCamera, LandingEpisode, LandingFiles, LandingFrame,
-    LandingRecorded, LandingSignal, RecordedMessage, Rosbag2Metadata, StreamProblem, is_rosbag2,
-    read_landing, read_landing_object, read_rosbag2, read_split_mcap, recording_stem,
+    LandingLog, LandingRecorded, LandingSignal, LandingVideo, RecordedMessage, Rosbag2Metadata,
+    StreamProblem, is_rosbag2, read_landing, read_landing_object, read_rosbag2, read_split_mcap,
+    recording_stem, write_landing,
 };
 pub use message_json::{MessageJson, cat_messages, decode_message};
 pub use pack::{

@@ -13,7 +13,7 @@ use super::{
     ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingRecorded, LandingSignal,
     RecordedMessage, StreamProblem,
 };
-use crate::writer::Sample;
+use crate::writer::{Sample, SignalKind};
 
 /// A topic as its container describes it.
 #[derive(Debug, Clone)]
@@ -23,6 +23,8 @@ pub(crate) struct ChannelInfo {
     pub schema_encoding: String,
     pub schema_data: Bytes,
     pub message_encoding: String,
+    /// The channel's metadata (MCAP; empty for rosbag2).
+    pub metadata: BTreeMap<String, String>,
 }
 
 enum Decoder {
@@ -395,6 +397,12 @@ fn read_message(
         Ok(samples) => samples,
         Err(reason) => return Outcome::Bad(reason),
     };
+    let mut samples = samples;
+    if kind == Interpretation::FloatArray
+        && let Err(reason) = name_float_array(info, &mut samples)
+    {
+        return Outcome::Bad(reason);
+    }
     // Checked before any is stored, so a bad message costs all of itself and nothing more.
     let topic_of = |stream: &Option<String>| match stream {
         None => info.topic.clone(),
@@ -418,7 +426,14 @@ fn read_message(
             .or_insert_with(|| LandingSignal {
                 topic,
                 schema: info.schema.clone(),
-                kind: kind.kind(&info.topic),
+                kind: match kind {
+                    Interpretation::FloatArray => info
+                        .metadata
+                        .get(crate::keys::KIND)
+                        .and_then(|k| SignalKind::from_name(k))
+                        .unwrap_or(SignalKind::Signal),
+                    _ => kind.kind(&info.topic),
+                },
                 fields: s.fields.clone(),
                 samples: Vec::new(),
             });
@@ -434,6 +449,27 @@ fn read_message(
         });
     }
     Outcome::Read
+}
+
+/// Names a `reel.FloatArray` message's values by its channel's `reel.fields`, which must
+/// name each of them.
+fn name_float_array(info: &ChannelInfo, samples: &mut [interpret::Values]) -> Result<(), String> {
+    let Some(names) = info.metadata.get(crate::keys::FIELDS) else {
+        return Ok(());
+    };
+    let names: Vec<String> = names.split(',').map(str::to_owned).collect();
+    for s in samples {
+        if s.values.len() != names.len() {
+            return Err(format!(
+                "{} values, the channel's `{}` names {}",
+                s.values.len(),
+                crate::keys::FIELDS,
+                names.len()
+            ));
+        }
+        s.fields.clone_from(&names);
+    }
+    Ok(())
 }
 
 /// What differs between a stream's field names and a message's: the count, or the first

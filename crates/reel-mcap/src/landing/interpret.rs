@@ -26,6 +26,10 @@ pub(crate) enum Interpretation {
     Vectors(&'static [(&'static str, &'static str)]),
     /// `std_msgs/*MultiArray`: the `data` array.
     MultiArray,
+    /// `reel.FloatArray` (a canonical signal, or a landing log written the same way, as
+    /// Reel's importers write datasets): the `values` array, named by the channel's
+    /// `reel.fields` and of the kind its `reel.kind` says.
+    FloatArray,
     /// Any other message: its numeric fields, by dotted path.
     Numeric,
 }
@@ -85,6 +89,7 @@ impl Interpretation {
             "geometry_msgs/TwistStamped" => Self::Vectors(TWIST_STAMPED),
             "nav_msgs/Odometry" => Self::Vectors(ODOMETRY),
             t if t.starts_with("std_msgs/") && t.ends_with("MultiArray") => Self::MultiArray,
+            crate::proto::FLOAT_ARRAY => Self::FloatArray,
             _ => return None,
         })
     }
@@ -453,6 +458,15 @@ pub(crate) fn values(kind: Interpretation, fields: &Fields) -> Result<Vec<Values
                 .and_then(Value::as_f64s)
                 .ok_or("no numeric `data` array")?;
             one((0..data.len()).map(|i| format!("v{i}")).collect(), data)
+        }
+        // Named by the caller from the channel's `reel.fields`.
+        Interpretation::FloatArray => {
+            let values = match fields.get("values") {
+                Some(v) => v.as_f64s().ok_or("`values` is not numeric")?,
+                // Protobuf leaves an empty repeated field out.
+                None => Vec::new(),
+            };
+            one((0..values.len()).map(|i| format!("v{i}")).collect(), values)
         }
         Interpretation::Numeric => {
             let (mut names, mut values) = (Vec::new(), Vec::new());

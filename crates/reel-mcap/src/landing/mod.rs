@@ -14,6 +14,7 @@ mod protobuf;
 mod ros2msg;
 mod rosbag2;
 mod value;
+mod write;
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,7 @@ use crate::writer::{Sample, SignalKind};
 use crate::{Error, Result};
 use assemble::{Assembler, ChannelInfo};
 pub use rosbag2::{Rosbag2Metadata, read_rosbag2};
+pub use write::{LandingLog, LandingVideo, write_landing};
 
 /// How a landing frame is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -383,6 +385,7 @@ fn push_record(
                         schema_encoding,
                         schema_data,
                         message_encoding: channel.message_encoding.clone(),
+                        metadata: channel.metadata.clone(),
                     }
                 },
                 header.log_time,

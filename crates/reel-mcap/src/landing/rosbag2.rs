@@ -112,6 +112,7 @@ pub fn read_rosbag2(
                     schema_encoding,
                     schema_data,
                     message_encoding: format,
+                    metadata: Default::default(),
                 },
             );
         }
