@@ -5,9 +5,10 @@
 //! each JPEG exactly once, so ingest costs little more than the encoder alone.
 
 use reel_mcap::{
-    CameraFrames, CameraStream, CameraWindows, EncodeConfig, LandingCamera, VideoFrame, VideoOrigin,
+    CameraFrames, CameraStream, CameraWindows, DecodedFrame, EncodeConfig, LandingCamera,
+    VideoFrame, VideoOrigin,
 };
-use reel_video::{H264Encoder, RgbImage};
+use reel_video::H264Encoder;
 
 use crate::resample::CameraGrid;
 use crate::{Error, Result};
@@ -95,23 +96,26 @@ pub fn encode_camera(
     let mut encoder: Option<H264Encoder> = None;
     let mut size: Option<(usize, usize)> = None;
     let mut stats: Vec<FrameStat> = Vec::with_capacity(camera.frames.len());
-    let mut last_good: Option<(usize, RgbImage)> = None;
+    let mut last_good: Option<(usize, DecodedFrame)> = None;
     let mut times: Vec<u64> = Vec::with_capacity(grid.picks.len());
     let mut units = Vec::with_capacity(grid.picks.len());
     let mut last_window = None;
     let mut substituted = 0;
 
     let mut decode_through =
-        |index: usize, stats: &mut Vec<FrameStat>, last_good: &mut Option<(usize, RgbImage)>| {
+        |index: usize,
+         stats: &mut Vec<FrameStat>,
+         last_good: &mut Option<(usize, DecodedFrame)>| {
             while stats.len() <= index {
-                let Some((at, picture)) = pictures.next_frame() else {
+                let Some((at, decoded)) = pictures.next_decoded() else {
                     break;
                 };
                 let frame = &camera.frames[at];
-                let image = picture.ok().filter(|img| {
+                let decoded = decoded.ok().filter(|d| {
+                    let img = &d.rgb;
                     *size.get_or_insert((img.width, img.height)) == (img.width, img.height)
                 });
-                let stat = match &image {
+                let stat = match decoded.as_ref().map(|d| &d.rgb) {
                     Some(img) => {
                         let (mean_luma, black_ratio) = luma_stats(&img.data, black_luma);
                         FrameStat {
@@ -121,7 +125,7 @@ pub fn encode_camera(
                             black_ratio,
                             mse_to_previous: last_good
                                 .as_ref()
-                                .map(|(_, prev)| mse(&prev.data, &img.data)),
+                                .map(|(_, prev)| mse(&prev.rgb.data, &img.data)),
                         }
                     }
                     None => FrameStat {
@@ -133,8 +137,8 @@ pub fn encode_camera(
                     },
                 };
                 stats.push(stat);
-                if let Some(img) = image {
-                    *last_good = Some((stats.len() - 1, img));
+                if let Some(decoded) = decoded {
+                    *last_good = Some((stats.len() - 1, decoded));
                 }
             }
         };
@@ -153,12 +157,13 @@ pub fn encode_camera(
     }
     for &(t, index) in &grid.picks {
         decode_through(index, &mut stats, &mut last_good);
-        let Some((shown, image)) = &last_good else {
+        let Some((shown, decoded)) = &last_good else {
             continue; // nothing decodable yet
         };
         if *shown != index {
             substituted += 1;
         }
+        let image = &decoded.rgb;
         let encoder = match &mut encoder {
             Some(e) => e,
             None => encoder.insert(
@@ -167,10 +172,15 @@ pub fn encode_camera(
             ),
         };
         let window = windows.of(t);
-        let out = if last_window != Some(window) {
-            encoder.push_keyframe(image)
-        } else {
-            encoder.push(image)
+        let keyframe = last_window != Some(window);
+        // A recorded video's picture is encoded as decoded: a transcode through RGB would
+        // resample its chroma twice.
+        let out = match &decoded.picture {
+            Some(picture) if encoder.takes_picture(picture) => {
+                encoder.push_picture(picture, keyframe)
+            }
+            _ if keyframe => encoder.push_keyframe(image),
+            _ => encoder.push(image),
         }
         .map_err(video_err)?;
         last_window = Some(window);
