@@ -15,6 +15,7 @@ Examples:
   reel synth -o landing/ --episodes 100 --seconds 60 --fault-rate 1 > landing.jsonl
   reel plan landing/ -o plan.json --batches 4
   reel ingest --plan plan.json --batch 0 --store store/
+  reel import lerobot ~/datasets/pusht --store store/
   reel inspect doctor store/canonical/*.mcap
   reel curate --warehouse store/ --sql \"SELECT * FROM episodes WHERE qc_pass\" -o train.arrow
   reel completions bash > ~/.local/share/bash-completion/completions/reel
@@ -35,6 +36,7 @@ enum Command {
     Pack(reel_pack_cli::Args),
     Plan(reel_plan_cli::Args),
     Ingest(reel_ingest_cli::Cli),
+    Import(reel_import_cli::Cli),
     Compact(reel_curate_cli::compact::Args),
     Curate(reel_curate_cli::curate::Args),
     Cdc(reel_cdc_cli::Args),
@@ -72,6 +74,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pack(args) => reel_pack_cli::run(args),
         Command::Plan(args) => reel_plan_cli::run(args),
         Command::Ingest(args) => reel_ingest_cli::run(args),
+        Command::Import(args) => reel_import_cli::run(args),
         Command::Compact(args) => reel_curate_cli::compact::run(args),
         Command::Curate(args) => reel_curate_cli::curate::run(args),
         Command::Cdc(args) => reel_cdc_cli::run(args),

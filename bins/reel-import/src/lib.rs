@@ -1,0 +1,175 @@
+//! `reel-import`: an existing dataset into a store (a local folder or `s3://…`): each
+//! episode as a landing log under `landing/lerobot/`, then ingested into a canonical
+//! episode and its warehouse row, episodes in parallel.
+//!
+//! One JSON line per episode landed (`{"landed": …}`) and per episode and pipeline step
+//! on stdout, then one `{"import_report": …}` line; a progress bar on stderr. Episodes
+//! that cannot be read are reported and do not fail the run; store errors do (rerun the
+//! same command to resume: landed episodes are not read again, finished steps are
+//! skipped).
+//!
+//! The `reel-import` binary and `reel import` both run [`run`].
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use reel_import::{ImportEvent, config_for, import, lerobot::Dataset};
+use reel_io::Store;
+use reel_pipeline::{Event, PIPELINE_VERSION, PipelineConfig, RunOptions};
+
+const EXAMPLES: &str = "\
+Examples:
+  reel-import lerobot ~/datasets/aloha_sim_insertion --store store/ > import.jsonl
+  reel-import lerobot ~/.cache/huggingface/hub/datasets--lerobot--pusht/snapshots/<rev> --store s3://robots/store -j 8
+  reel-import lerobot data/pusht --store store/ --encoding random-access -q";
+
+/// Import existing datasets into a Reel store: canonical episodes, quality checks,
+/// provenance and warehouse rows, resumable.
+#[derive(Debug, Parser)]
+#[command(name = "reel-import", version, after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// A LeRobot v3.0 dataset: a local folder or a Hugging Face cache snapshot (nothing is
+    /// downloaded). Every feature becomes a topic at the dataset's fps; state and action
+    /// values are kept exactly; video is kept when it is canonical H.264, else re-encoded.
+    #[command(after_help = EXAMPLES)]
+    Lerobot(LerobotArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct LerobotArgs {
+    /// The dataset folder (the one holding meta/info.json).
+    path: String,
+    /// Output store: landing logs, canonical episodes, warehouse, state.
+    #[arg(long)]
+    store: String,
+    /// Ingest settings (`resample` rates are set to the dataset's fps; without this file,
+    /// Reel's defaults with video re-encoded at CRF 12): TOML, or JSON when the name ends
+    /// in `.json`; a path or store URI.
+    #[arg(long)]
+    config: Option<String>,
+    /// A named encoding for cameras and chunks: `canonical` (the default) or
+    /// `random-access` (see docs/FORMAT.md).
+    #[arg(long, value_parser = reel_pipeline::EncodeConfig::NAMES)]
+    encoding: Option<String>,
+    /// Recompute what is already recorded done.
+    #[arg(long)]
+    replay: bool,
+    /// Episodes processed in parallel (default: all cores).
+    #[arg(short, long)]
+    jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn run_lerobot(args: LerobotArgs) -> anyhow::Result<ExitCode> {
+    let dataset = Dataset::open(&args.path)?;
+    let mut base = match &args.config {
+        Some(input) => PipelineConfig::from_named(input, &reel_cli::read_text_input(input)?)?,
+        None => reel_import::default_config(),
+    };
+    base.pipeline_version = PIPELINE_VERSION.to_owned();
+    if let Some(name) = &args.encoding {
+        base.encode = base
+            .encode
+            .with_encoding(name)
+            .with_context(|| format!("--encoding `{name}` is not a known encoding"))?;
+    }
+    let config = config_for(dataset.info().fps, &base);
+    let store = Store::open(&args.store).with_context(|| format!("opening {}", args.store))?;
+    let episodes = dataset.episodes().len() as u64;
+    if !args.quiet {
+        eprintln!(
+            "{}: {episodes} episodes at {} fps ({})",
+            dataset.name(),
+            dataset.info().fps,
+            dataset.revision()
+        );
+    }
+    // Landing, then the pipeline's three steps.
+    let bar = reel_cli::progress_bar(
+        episodes * 4,
+        "{bar:40} {pos}/{len} episode-steps {per_sec} eta {eta} {msg}",
+        args.quiet,
+    );
+    bar.set_message(dataset.name().to_owned());
+    let stdout = Mutex::new(std::io::stdout());
+    let output_failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let emit = |line: serde_json::Result<String>| {
+        let written = line.map_err(anyhow::Error::from).and_then(|line| {
+            let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+            writeln!(out, "{line}").map_err(anyhow::Error::from)
+        });
+        if let Err(e) = written {
+            let mut failure = output_failure.lock().unwrap_or_else(|p| p.into_inner());
+            failure.get_or_insert(e);
+        }
+    };
+    let options = RunOptions {
+        replay: args.replay,
+        ..RunOptions::default()
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs.unwrap_or(0))
+        .build()?;
+    let report = pool.install(|| {
+        import(&dataset, &store, config, &options, &|event| match event {
+            ImportEvent::Landed(landed) => {
+                emit(serde_json::to_string(
+                    &serde_json::json!({ "landed": landed }),
+                ));
+                if let Some(error) = &landed.error {
+                    bar.suspend(|| eprintln!("episode {}: {error}", landed.episode_index));
+                }
+                bar.inc(1);
+            }
+            ImportEvent::Ingest(Event::Episode(e)) => {
+                emit(serde_json::to_string(e));
+                bar.inc(1);
+            }
+            ImportEvent::Ingest(Event::StepSkipped { episodes, .. }) => bar.inc(*episodes as u64),
+            ImportEvent::Ingest(_) => {}
+        })
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    let failed = report.failed().count();
+    for q in &report.ingest.quarantined {
+        eprintln!("quarantined {}: {}", q.landing_key, q.reason);
+    }
+    if !args.quiet {
+        eprintln!(
+            "{}: {} episodes imported, {failed} unreadable, {} quarantined",
+            dataset.name(),
+            report.landed.len() - failed - report.ingest.quarantined.len(),
+            report.ingest.quarantined.len()
+        );
+    }
+    emit(serde_json::to_string(
+        &serde_json::json!({ "import_report": report }),
+    ));
+    match output_failure
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+    {
+        Some(e) => Err(e.context("writing the JSON lines to stdout")),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Runs one import.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    reel_video::quiet_ffmpeg_logs();
+    match cli.command {
+        Command::Lerobot(args) => run_lerobot(args),
+    }
+}
