@@ -5,11 +5,14 @@ For each dataset: video bytes per camera-second, and PSNR (of the mean squared e
 every third frame) against the source frames, the landing recording's JPEG pictures the
 episodes were ingested from.
 
-  quality.py --landing DIR [--reel NAME=STORE ...] [--lerobot DIR ...] [--canonical DIR]
+  quality.py --landing DIR [--reel NAME=STORE ...] [--lerobot DIR ...]
+             [--imported NAME=STORE=DATASET ...] [--canonical DIR]
 
 --reel: a store ingested from the landing folder (its canonical/*.mcap). --lerobot: a
 dataset lerobot_load.py built (its reel_peer_build.json names the canonical episodes,
-found in --canonical, whose grid it follows). One JSON line per dataset on stdout.
+found in --canonical, whose grid it follows). --imported: a store `reel-import lerobot`
+made from such a dataset (each canonical episode's `source.episode_index` is its episode
+in the dataset, its frame k the dataset's frame k). One JSON line per dataset on stdout.
 """
 
 from __future__ import annotations
@@ -136,11 +139,50 @@ def lerobot_dataset(root: Path, canonical: Path, landing: Landing) -> dict:
     }
 
 
+def imported_store(name: str, store: Path, dataset: Path, canonical: Path, landing: Landing) -> dict:
+    build = json.loads((dataset / "reel_peer_build.json").read_text())
+    episodes = [read_episode(canonical / n) for n in build["episodes"]]
+    errors, video_bytes, frames_total = [], 0, 0
+    for path in sorted((store / "canonical").glob("*.mcap")):
+        with open(path, "rb") as f:
+            reader = make_reader(f, decoder_factories=[ProtobufDecoders()])
+            record = next(m.metadata for m in reader.iter_metadata() if m.name == "episode")
+            fps = float(record["lerobot.fps"])
+            episode = episodes[int(record["source.episode_index"])]
+            summary = reader.get_summary()
+            cameras = sorted(c.topic for c in summary.channels.values() if c.metadata.get("reel.kind") == "camera")
+            units: dict[str, list[tuple[int, bytes]]] = {c: [] for c in cameras}
+            for _s, channel, message, decoded in reader.iter_decoded_messages(topics=cameras):
+                units[channel.topic].append((message.log_time, bytes(decoded.data)))
+        grid = grid_times(episode)
+        for topic, stream in units.items():
+            key = topic.lstrip("/")
+            source_stream = next(s for k, s in episode.cameras.items() if k == key)
+            video_bytes += sum(len(d) for _, d in stream)
+            frames_total += len(stream)
+            codec = av.CodecContext.create("h264", "r")
+            frames = [f.to_ndarray(format="rgb24") for _, d in stream for f in codec.decode(av.Packet(d))]
+            frames += [f.to_ndarray(format="rgb24") for f in codec.decode(None)]
+            for (t, _), frame in list(zip(stream, frames))[::STEP]:
+                k = round(t * fps / 1e9)
+                log_time = source_stream.times_ns[source_stream.index_at_or_before(grid[k])]
+                source = landing.picture(episode.path.name, source_stream.topic, log_time)
+                if source is not None:
+                    errors.append(mse(source, frame))
+    return {
+        "dataset": name,
+        "bytes_per_camera_second": video_bytes / (frames_total / 30.0),
+        "psnr_db": psnr(errors),
+        "frames_compared": len(errors),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--landing", type=Path, required=True)
     parser.add_argument("--reel", action="append", default=[], help="NAME=STORE")
     parser.add_argument("--lerobot", action="append", default=[], type=Path)
+    parser.add_argument("--imported", action="append", default=[], help="NAME=STORE=DATASET")
     parser.add_argument("--canonical", type=Path, help="the canonical episodes the LeRobot datasets came from")
     args = parser.parse_args()
     landing = Landing(args.landing)
@@ -149,6 +191,9 @@ def main() -> int:
         print(json.dumps(reel_store(name, Path(store), landing)), flush=True)
     for root in args.lerobot:
         print(json.dumps(lerobot_dataset(root, args.canonical, landing)), flush=True)
+    for item in args.imported:
+        name, store, dataset = item.split("=", 2)
+        print(json.dumps(imported_store(name, Path(store), Path(dataset), args.canonical, landing)), flush=True)
     return 0
 
 

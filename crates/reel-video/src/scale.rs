@@ -103,7 +103,7 @@ impl Scaler {
                 dst.len()
             )));
         }
-        let in_place = row_bytes % 16 == 0 && (dst.as_ptr() as usize) % 16 == 0;
+        let in_place = row_bytes.is_multiple_of(16) && (dst.as_ptr() as usize).is_multiple_of(16);
         let (Ok(stride), Ok(rows)) = (i32::try_from(row_bytes), i32::try_from(src.height())) else {
             return Err(crate::Error::InvalidInput(format!(
                 "a {w}x{h} picture is too large"

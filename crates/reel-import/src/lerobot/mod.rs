@@ -524,16 +524,16 @@ fn read_episode_table(root: &Path, info: &Info) -> Result<Vec<EpisodeEntry>> {
         let tasks = table.string_lists("tasks")?;
         let data_chunk = table.integers("data/chunk_index")?;
         let data_file = table.integers("data/file_index")?;
-        let mut videos: Vec<(String, Vec<i64>, Vec<i64>, Vec<f64>, Vec<f64>)> = Vec::new();
+        let mut videos = Vec::new();
         for key in &video_keys {
             let column = |c: &str| format!("videos/{key}/{c}");
-            videos.push((
-                (*key).clone(),
-                table.integers(&column("chunk_index"))?,
-                table.integers(&column("file_index"))?,
-                table.floats(&column("from_timestamp"))?,
-                table.floats(&column("to_timestamp"))?,
-            ));
+            videos.push(VideoColumns {
+                key: (*key).clone(),
+                chunk: table.integers(&column("chunk_index"))?,
+                file: table.integers(&column("file_index"))?,
+                from: table.floats(&column("from_timestamp"))?,
+                to: table.floats(&column("to_timestamp"))?,
+            });
         }
         for row in 0..table.rows() {
             let length = usize::try_from(length[row]).map_err(|_| {
@@ -551,18 +551,18 @@ fn read_episode_table(root: &Path, info: &Info) -> Result<Vec<EpisodeEntry>> {
             ));
             let videos = videos
                 .iter()
-                .map(|(key, chunk, file, from, to)| {
+                .map(|v| {
                     let path = fill(
                         &video_template,
-                        &[("chunk_index", chunk[row]), ("file_index", file[row])],
+                        &[("chunk_index", v.chunk[row]), ("file_index", v.file[row])],
                     )
-                    .replace("{video_key}", key);
+                    .replace("{video_key}", &v.key);
                     (
-                        key.clone(),
+                        v.key.clone(),
                         VideoSpan {
                             path: root.join(path),
-                            from_s: from[row],
-                            to_s: to[row],
+                            from_s: v.from[row],
+                            to_s: v.to[row],
                         },
                     )
                 })
@@ -584,6 +584,15 @@ fn read_episode_table(root: &Path, info: &Info) -> Result<Vec<EpisodeEntry>> {
         ));
     }
     Ok(episodes)
+}
+
+/// The episode table's columns locating one video feature, row by row.
+struct VideoColumns {
+    key: String,
+    chunk: Vec<i64>,
+    file: Vec<i64>,
+    from: Vec<f64>,
+    to: Vec<f64>,
 }
 
 /// Fills `{name:03d}`-style fields of a LeRobot path template.
