@@ -69,9 +69,9 @@ pub use frames::{CameraFrames, DecodedFrame};
 pub use inspect::{ChannelSummary, ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
 pub use landing::{
     FrameClass, ImageEncoding, LandingCamera, LandingEpisode, LandingFiles, LandingFrame,
-    LandingLog, LandingRecorded, LandingSignal, LandingVideo, RecordedMessage, Rosbag2Metadata,
-    StreamProblem, is_rosbag2, read_landing, read_landing_object, read_rosbag2, read_split_mcap,
-    recording_stem, write_landing,
+    LandingImage, LandingImages, LandingLog, LandingRecorded, LandingSignal, LandingVideo,
+    RecordedMessage, Rosbag2Metadata, StreamProblem, is_rosbag2, read_landing, read_landing_object,
+    read_rosbag2, read_split_mcap, recording_stem, write_landing,
 };
 pub use message_json::{MessageJson, cat_messages, decode_message};
 pub use pack::{

@@ -51,6 +51,23 @@ pub struct CompressedVideo {
     pub format: String,
 }
 
+/// `foxglove.CompressedImage`: one JPEG or PNG picture (landing logs Reel's importers write).
+#[derive(Clone, PartialEq, Message)]
+pub struct CompressedImage {
+    /// Capture time of the picture.
+    #[prost(message, optional, tag = "1")]
+    pub timestamp: Option<Timestamp>,
+    /// Camera frame of reference.
+    #[prost(string, tag = "4")]
+    pub frame_id: String,
+    /// The compressed picture.
+    #[prost(bytes = "bytes", tag = "2")]
+    pub data: bytes::Bytes,
+    /// `jpeg` or `png`.
+    #[prost(string, tag = "3")]
+    pub format: String,
+}
+
 /// `foxglove.RawImage`: canonical depth frames (`16UC1` millimetres, `mono16` counts),
 /// little-endian rows without padding; the chunk's zstd is their lossless compression.
 #[derive(Clone, PartialEq, Message)]
@@ -92,6 +109,8 @@ pub struct FloatArray {
 
 /// Schema name of camera channels.
 pub const COMPRESSED_VIDEO: &str = "foxglove.CompressedVideo";
+/// Schema name of compressed pictures.
+pub const COMPRESSED_IMAGE: &str = "foxglove.CompressedImage";
 /// Schema name of depth channels.
 pub const RAW_IMAGE: &str = "foxglove.RawImage";
 /// Schema name of signal channels.
@@ -165,6 +184,22 @@ pub fn compressed_video_schema() -> Vec<u8> {
             field("frame_id", 2, Type::String, Label::Optional, None),
             field("data", 3, Type::Bytes, Label::Optional, None),
             field("format", 4, Type::String, Label::Optional, None),
+        ],
+    )
+}
+
+/// Schema data of `foxglove.CompressedImage`.
+pub fn compressed_image_schema() -> Vec<u8> {
+    let stamp = Some(".google.protobuf.Timestamp");
+    schema(
+        "foxglove/CompressedImage.proto",
+        "foxglove",
+        "CompressedImage",
+        vec![
+            field("timestamp", 1, Type::Message, Label::Optional, stamp),
+            field("frame_id", 4, Type::String, Label::Optional, None),
+            field("data", 2, Type::Bytes, Label::Optional, None),
+            field("format", 3, Type::String, Label::Optional, None),
         ],
     )
 }

@@ -24,7 +24,7 @@ use crate::writer::{Sample, SignalKind};
 use crate::{Error, Result};
 use assemble::{Assembler, ChannelInfo};
 pub use rosbag2::{Rosbag2Metadata, read_rosbag2};
-pub use write::{LandingLog, LandingVideo, write_landing};
+pub use write::{LandingImage, LandingImages, LandingLog, LandingVideo, write_landing};
 
 /// How a landing frame is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

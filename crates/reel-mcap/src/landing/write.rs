@@ -1,8 +1,9 @@
 //! Landing logs written by Reel's importers: a dataset's episode (LeRobot, HDF5) as an
 //! MCAP the landing reader reads like any robot's log, so an import takes the one landing
 //! → canonical path. Video is stored as recorded (`foxglove.CompressedVideo`, one access
-//! unit per message, in any codec the reader decodes), numbers as `reel.FloatArray` named
-//! and kinded by their channel metadata, and the dataset's own metadata as records.
+//! unit per message, in any codec the reader decodes), pictures as `foxglove.RawImage`
+//! (`rgb8`) or `foxglove.CompressedImage` (JPEG), numbers as `reel.FloatArray` named and
+//! kinded by their channel metadata, and the dataset's own metadata as records.
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
@@ -11,8 +12,9 @@ use mcap::records::{MessageHeader, Metadata};
 use prost::Message;
 
 use crate::proto::{
-    COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray, Timestamp, compressed_video_schema,
-    float_array_schema,
+    COMPRESSED_IMAGE, COMPRESSED_VIDEO, CompressedImage, CompressedVideo, FLOAT_ARRAY, FloatArray,
+    RAW_IMAGE, RawImage, Timestamp, compressed_image_schema, compressed_video_schema,
+    float_array_schema, raw_image_schema,
 };
 use crate::writer::SignalStream;
 use crate::{Error, Result, keys};
@@ -31,11 +33,40 @@ pub struct LandingVideo {
     pub units: Vec<(u64, bytes::Bytes)>,
 }
 
+/// One picture of a [`LandingImages`] stream.
+#[derive(Debug, Clone)]
+pub enum LandingImage {
+    /// Packed 8-bit RGB, rows top to bottom (`foxglove.RawImage`, `rgb8`).
+    Rgb {
+        /// Width in pixels.
+        width: usize,
+        /// Height in pixels.
+        height: usize,
+        /// `width * height * 3` bytes.
+        data: bytes::Bytes,
+    },
+    /// A JPEG file's bytes (`foxglove.CompressedImage`).
+    Jpeg(bytes::Bytes),
+}
+
+/// One camera of a landing log recorded as pictures.
+#[derive(Debug, Clone)]
+pub struct LandingImages {
+    /// Topic name.
+    pub topic: String,
+    /// Frame of reference.
+    pub frame_id: String,
+    /// Pictures with their log times (ns), in time order.
+    pub frames: Vec<(u64, LandingImage)>,
+}
+
 /// A landing log to write: its streams and metadata records.
 #[derive(Debug, Clone, Default)]
 pub struct LandingLog {
     /// Recorded video streams.
     pub videos: Vec<LandingVideo>,
+    /// Cameras recorded as pictures.
+    pub images: Vec<LandingImages>,
     /// Numeric streams (their `group` is not used: landing logs are not grouped).
     pub signals: Vec<SignalStream>,
     /// Metadata records by name (`episode` is the one ingest reads: id, robot, task...).
@@ -74,6 +105,83 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
                 };
                 messages.push((*log_time, channel, message.encode_to_vec()));
             }
+        }
+    }
+    let raw = log
+        .images
+        .iter()
+        .flat_map(|c| &c.frames)
+        .any(|(_, f)| matches!(f, LandingImage::Rgb { .. }));
+    let jpeg = log
+        .images
+        .iter()
+        .flat_map(|c| &c.frames)
+        .any(|(_, f)| matches!(f, LandingImage::Jpeg(_)));
+    let raw_schema = raw
+        .then(|| writer.add_schema(RAW_IMAGE, "protobuf", &raw_image_schema()))
+        .transpose()
+        .map_err(mcap_err)?;
+    let jpeg_schema = jpeg
+        .then(|| writer.add_schema(COMPRESSED_IMAGE, "protobuf", &compressed_image_schema()))
+        .transpose()
+        .map_err(mcap_err)?;
+    for camera in &log.images {
+        let Some((_, first)) = camera.frames.first() else {
+            continue;
+        };
+        let schema = match first {
+            LandingImage::Rgb { .. } => raw_schema,
+            LandingImage::Jpeg(_) => jpeg_schema,
+        };
+        let Some(schema) = schema else { continue };
+        let channel = writer
+            .add_channel(schema, &camera.topic, "protobuf", &BTreeMap::new())
+            .map_err(mcap_err)?;
+        for (log_time, image) in &camera.frames {
+            let timestamp = Some(Timestamp::from_ns(*log_time));
+            let frame_id = camera.frame_id.clone();
+            let data = match (image, first) {
+                (
+                    LandingImage::Rgb {
+                        width,
+                        height,
+                        data,
+                    },
+                    LandingImage::Rgb { .. },
+                ) => {
+                    if data.len() != width * height * 3 {
+                        return Err(Error::InvalidEpisode(format!(
+                            "{name}: {}: a {width}x{height} RGB picture of {} bytes",
+                            camera.topic,
+                            data.len()
+                        )));
+                    }
+                    RawImage {
+                        timestamp,
+                        frame_id,
+                        width: *width as u32,
+                        height: *height as u32,
+                        encoding: "rgb8".into(),
+                        step: (*width * 3) as u32,
+                        data: data.to_vec(),
+                    }
+                    .encode_to_vec()
+                }
+                (LandingImage::Jpeg(data), LandingImage::Jpeg(_)) => CompressedImage {
+                    timestamp,
+                    frame_id,
+                    data: data.clone(),
+                    format: "jpeg".into(),
+                }
+                .encode_to_vec(),
+                _ => {
+                    return Err(Error::InvalidEpisode(format!(
+                        "{name}: {}: raw and JPEG pictures in one camera",
+                        camera.topic
+                    )));
+                }
+            };
+            messages.push((*log_time, channel, data));
         }
     }
     if !log.signals.is_empty() {
