@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Reel's test suite and main job need, and nothing twice:
-#   - Debian packages: FFmpeg development libraries, clang/libclang, pkg-config, Python,
+#   - Debian packages: FFmpeg and HDF5 development libraries, clang/libclang, pkg-config, Python,
 #     Slurm with munge (the one-node cluster of scripts/slurm.sh), and PostgreSQL (the
 #     metadata database reel-cdc captures; tests and the main job start their own);
 #   - a Python venv with the independent readers the tests use (scripts/requirements-test.txt);
@@ -16,6 +16,7 @@ mkdir -p "$REEL_CACHE"
 apt_packages=(
   pkg-config clang libclang-dev
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev ffmpeg
+  libhdf5-dev
   python3 python3-venv
   slurm-wlm munge
   postgresql

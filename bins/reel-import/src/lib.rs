@@ -1,6 +1,6 @@
 //! `reel-import`: an existing dataset into a store (a local folder or `s3://…`): each
-//! episode as a landing log under `landing/lerobot/`, then ingested into a canonical
-//! episode and its warehouse row, episodes in parallel.
+//! episode as a landing log under `landing/lerobot/` or `landing/hdf5/`, then ingested into
+//! a canonical episode and its warehouse row, episodes in parallel.
 //!
 //! One JSON line per episode landed (`{"landed": …}`) and per episode and pipeline step
 //! on stdout, then one `{"import_report": …}` line; a progress bar on stderr. Episodes
@@ -16,7 +16,8 @@ use std::sync::Mutex;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use reel_import::{ImportEvent, config_for, import, lerobot::Dataset};
+use reel_import::hdf5::Hdf5Files;
+use reel_import::{ImportEvent, Source, config_for, import, lerobot::Dataset};
 use reel_io::Store;
 use reel_pipeline::{Event, PIPELINE_VERSION, PipelineConfig, RunOptions};
 
@@ -24,7 +25,9 @@ const EXAMPLES: &str = "\
 Examples:
   reel-import lerobot ~/datasets/aloha_sim_insertion --store store/ > import.jsonl
   reel-import lerobot ~/.cache/huggingface/hub/datasets--lerobot--pusht/snapshots/<rev> --store s3://robots/store -j 8
-  reel-import lerobot data/pusht --store store/ --encoding random-access -q";
+  reel-import lerobot data/pusht --store store/ --encoding random-access -q
+  reel-import hdf5 aloha/sim_insertion_scripted/episode_*.hdf5 --store store/
+  reel-import hdf5 robomimic/lift/ph/image.hdf5 --store store/";
 
 /// Import existing datasets into a Reel store: canonical episodes, quality checks,
 /// provenance and warehouse rows, resumable.
@@ -41,13 +44,31 @@ enum Command {
     /// downloaded). Every feature becomes a topic at the dataset's fps; state and action
     /// values are kept exactly; video is kept when it is canonical H.264, else re-encoded.
     #[command(after_help = EXAMPLES)]
-    Lerobot(LerobotArgs),
+    Lerobot {
+        /// The dataset folder (the one holding meta/info.json).
+        path: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// HDF5 files in the ALOHA layout (one episode per file: /observations/images/<cam>
+    /// raw or JPEG, /observations/qpos, qvel, effort, /action) or robomimic's (demos under
+    /// data/: obs/*, actions, rewards, dones, states), told apart by their groups.
+    #[command(after_help = EXAMPLES)]
+    Hdf5 {
+        /// The files.
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+        /// Frames per second, for files that do not record theirs (default: ALOHA's 50,
+        /// robomimic's control_freq, else 20).
+        #[arg(long)]
+        fps: Option<f64>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
 }
 
 #[derive(Debug, clap::Args)]
-struct LerobotArgs {
-    /// The dataset folder (the one holding meta/info.json).
-    path: String,
+struct CommonArgs {
     /// Output store: landing logs, canonical episodes, warehouse, state.
     #[arg(long)]
     store: String,
@@ -71,8 +92,7 @@ struct LerobotArgs {
     quiet: bool,
 }
 
-fn run_lerobot(args: LerobotArgs) -> anyhow::Result<ExitCode> {
-    let dataset = Dataset::open(&args.path)?;
+fn run_import(source: &dyn Source, fps: f64, args: CommonArgs) -> anyhow::Result<ExitCode> {
     let mut base = match &args.config {
         Some(input) => PipelineConfig::from_named(input, &reel_cli::read_text_input(input)?)?,
         None => reel_import::default_config(),
@@ -84,16 +104,11 @@ fn run_lerobot(args: LerobotArgs) -> anyhow::Result<ExitCode> {
             .with_encoding(name)
             .with_context(|| format!("--encoding `{name}` is not a known encoding"))?;
     }
-    let config = config_for(dataset.info().fps, &base);
+    let config = config_for(fps, &base);
     let store = Store::open(&args.store).with_context(|| format!("opening {}", args.store))?;
-    let episodes = dataset.episodes().len() as u64;
+    let episodes = source.episodes().len() as u64;
     if !args.quiet {
-        eprintln!(
-            "{}: {episodes} episodes at {} fps ({})",
-            dataset.name(),
-            dataset.info().fps,
-            dataset.revision()
-        );
+        eprintln!("{}: {episodes} episodes at {fps} fps", source.name());
     }
     // Landing, then the pipeline's three steps.
     let bar = reel_cli::progress_bar(
@@ -101,7 +116,7 @@ fn run_lerobot(args: LerobotArgs) -> anyhow::Result<ExitCode> {
         "{bar:40} {pos}/{len} episode-steps {per_sec} eta {eta} {msg}",
         args.quiet,
     );
-    bar.set_message(dataset.name().to_owned());
+    bar.set_message(source.name().to_owned());
     let stdout = Mutex::new(std::io::stdout());
     let output_failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let emit = |line: serde_json::Result<String>| {
@@ -122,7 +137,7 @@ fn run_lerobot(args: LerobotArgs) -> anyhow::Result<ExitCode> {
         .num_threads(args.jobs.unwrap_or(0))
         .build()?;
     let report = pool.install(|| {
-        import(&dataset, &store, config, &options, &|event| match event {
+        import(source, &store, config, &options, &|event| match event {
             ImportEvent::Landed(landed) => {
                 emit(serde_json::to_string(
                     &serde_json::json!({ "landed": landed }),
@@ -149,7 +164,7 @@ fn run_lerobot(args: LerobotArgs) -> anyhow::Result<ExitCode> {
     if !args.quiet {
         eprintln!(
             "{}: {} episodes imported, {failed} unreadable, {} quarantined",
-            dataset.name(),
+            source.name(),
             report.landed.len() - failed - report.ingest.quarantined.len(),
             report.ingest.quarantined.len()
         );
@@ -170,6 +185,18 @@ fn run_lerobot(args: LerobotArgs) -> anyhow::Result<ExitCode> {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     reel_video::quiet_ffmpeg_logs();
     match cli.command {
-        Command::Lerobot(args) => run_lerobot(args),
+        Command::Lerobot { path, common } => {
+            let dataset = Dataset::open(&path)?;
+            let fps = dataset.info().fps;
+            if !common.quiet {
+                eprintln!("{}: LeRobot {}", dataset.name(), dataset.revision());
+            }
+            run_import(&dataset, fps, common)
+        }
+        Command::Hdf5 { files, fps, common } => {
+            let set = Hdf5Files::open(&files, fps)?;
+            let rate = set.fps()?;
+            run_import(&set, rate, common)
+        }
     }
 }

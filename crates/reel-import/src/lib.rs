@@ -1,8 +1,9 @@
-//! Existing robot-learning datasets into Reel: each episode of a LeRobot dataset is read
-//! as a landing log ([`lerobot::Dataset::landing_log`]), stored under the store's
-//! `landing/` prefix, and ingested by the same pipeline as a robot's own logs — canonical
-//! episode, quality checks, provenance stamp and warehouse row — on the dataset's fps grid,
-//! so state and action values arrive unchanged.
+//! Existing robot-learning datasets into Reel: each episode of a LeRobot dataset
+//! ([`lerobot::Dataset`]) or of HDF5 files in the ALOHA or robomimic layout
+//! ([`hdf5::Hdf5Files`]) is read as a landing log ([`Source::landing_log`]), stored under
+//! the store's `landing/` prefix, and ingested by the same pipeline as a robot's own logs —
+//! canonical episode, quality checks, provenance stamp and warehouse row — on the
+//! episode's fps grid, so state and action values arrive unchanged.
 //!
 //! [`import`] does both steps for a whole dataset, episodes in parallel. It resumes: a
 //! landing log already stored is not read again, and the pipeline's completion records
@@ -22,16 +23,40 @@
 //! ```
 
 mod error;
+pub mod hdf5;
 pub mod lerobot;
 
 use std::collections::BTreeSet;
 
 use rayon::prelude::*;
 use reel_io::{ErrorKind, Store};
+use reel_mcap::LandingLog;
 use reel_pipeline::{BatchReport, BatchSpec, Event, Pipeline, PipelineConfig, RunOptions};
 use serde::Serialize;
 
 pub use error::{Error, Result};
+pub use lerobot::keys;
+
+/// A dataset Reel imports: its episodes, each read as a landing log.
+pub trait Source: Sync {
+    /// The dataset's name (the import's batch key derives from it).
+    fn name(&self) -> &str;
+    /// What it is (`lerobot`, `hdf5`): its landing logs go under `landing/<kind>/`.
+    fn kind(&self) -> &'static str;
+    /// Its episodes, in order.
+    fn episodes(&self) -> Vec<SourceEpisode>;
+    /// Episode `index` (a position in [`episodes`](Self::episodes)) as a landing log.
+    fn landing_log(&self, index: usize) -> Result<LandingLog>;
+}
+
+/// One episode of a [`Source`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceEpisode {
+    /// The dataset's own index of it.
+    pub index: i64,
+    /// Its episode id in Reel, unique across datasets.
+    pub id: String,
+}
 
 /// What became of one episode of the dataset on its way to the landing store.
 #[derive(Debug, Clone, Serialize)]
@@ -100,41 +125,38 @@ pub fn config_for(fps: f64, base: &PipelineConfig) -> PipelineConfig {
     config
 }
 
-/// The landing key of a dataset's episode: `landing/lerobot/<episode id>.mcap`.
-pub fn landing_key(episode_id: &str) -> String {
-    format!("landing/lerobot/{episode_id}.mcap")
+/// The landing key of an imported episode: `landing/<kind>/<episode id>.mcap`.
+pub fn landing_key(kind: &str, episode_id: &str) -> String {
+    format!("landing/{kind}/{episode_id}.mcap")
 }
 
-/// Imports every episode of `dataset` into `store`: landing logs written (temporary name,
+/// Imports every episode of `source` into `store`: landing logs written (temporary name,
 /// then rename; those present kept), then ingested with `config` (see [`config_for`]).
 /// Episodes that cannot be read are reported in [`ImportReport::landed`], and episodes the
 /// pipeline quarantines in its report; store failures end the run (rerun to resume).
 pub fn import(
-    dataset: &lerobot::Dataset,
+    source: &dyn Source,
     store: &Store,
     config: PipelineConfig,
     options: &RunOptions,
     on_event: &(dyn Fn(ImportEvent<'_>) + Sync),
 ) -> Result<ImportReport> {
-    let present: BTreeSet<String> = store
-        .list_recursive("landing/lerobot/")?
-        .into_iter()
-        .collect();
-    let landed: Vec<Landed> = dataset
-        .episodes()
+    let prefix = format!("landing/{}/", source.kind());
+    let present: BTreeSet<String> = store.list_recursive(&prefix)?.into_iter().collect();
+    let episodes = source.episodes();
+    let landed: Vec<Landed> = episodes
         .par_iter()
-        .map(|episode| -> Result<Landed> {
-            let episode_id = dataset.episode_id(episode);
-            let landing_key = landing_key(&episode_id);
+        .enumerate()
+        .map(|(position, episode)| -> Result<Landed> {
             let mut landed = Landed {
                 episode_index: episode.index,
-                episode_id,
-                landing_key,
+                episode_id: episode.id.clone(),
+                landing_key: landing_key(source.kind(), &episode.id),
                 status: "present",
                 error: None,
             };
             if !present.contains(&landed.landing_key) {
-                let written = dataset.landing_log(episode).and_then(|log| {
+                let written = source.landing_log(position).and_then(|log| {
                     let bytes = reel_mcap::write_landing(&landed.landing_key, &log)?;
                     store.write_atomic(&landed.landing_key, bytes)?;
                     Ok(())
@@ -153,7 +175,7 @@ pub fn import(
         })
         .collect::<Result<_>>()?;
     let batch = BatchSpec {
-        key: format!("import-{}", batch_name(dataset.name())),
+        key: format!("import-{}-{}", source.kind(), batch_name(source.name())),
         landing_keys: landed
             .iter()
             .filter(|l| l.status != "failed")
@@ -165,7 +187,7 @@ pub fn import(
         on_event(ImportEvent::Ingest(event))
     })?;
     Ok(ImportReport {
-        dataset: dataset.name().to_owned(),
+        dataset: source.name().to_owned(),
         landed,
         ingest,
     })

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use reel_mcap::{LandingLog, LandingVideo, Sample, SignalKind, SignalStream};
 use serde::Deserialize;
 
-use crate::{Error, Result};
+use crate::{Error, Result, Source, SourceEpisode};
 use table::Table;
 
 /// Columns LeRobot keeps for its own bookkeeping: not features Reel imports as topics.
@@ -393,6 +393,7 @@ impl Dataset {
         }
         Ok(LandingLog {
             videos,
+            images: Vec::new(),
             signals,
             metadata: BTreeMap::from([("episode".to_owned(), record)]),
         })
@@ -452,6 +453,34 @@ impl Dataset {
                 .map(|(i, u)| (i as u64 * period_ns, Bytes::from(u.data)))
                 .collect(),
         })
+    }
+}
+
+impl Source for Dataset {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "lerobot"
+    }
+
+    fn episodes(&self) -> Vec<SourceEpisode> {
+        self.episodes
+            .iter()
+            .map(|e| SourceEpisode {
+                index: e.index,
+                id: self.episode_id(e),
+            })
+            .collect()
+    }
+
+    fn landing_log(&self, index: usize) -> Result<LandingLog> {
+        let episode = self
+            .episodes
+            .get(index)
+            .ok_or_else(|| Error::dataset(&self.name, format!("no episode at {index}")))?;
+        Dataset::landing_log(self, episode)
     }
 }
 

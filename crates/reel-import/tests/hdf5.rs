@@ -1,0 +1,190 @@
+//! HDF5 episodes written by h5py (testdata/hdf5/make_fixtures.py) in the ALOHA layout (raw
+//! and JPEG pictures) and robomimic's, imported into a store: values exact, pictures near
+//! what was stored, a file without `/action` refused by name.
+
+#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
+
+use std::path::{Path, PathBuf};
+
+use reel_import::hdf5::Hdf5Files;
+use reel_import::{ImportReport, Source, config_for, default_config, import};
+use reel_io::{MmapSource, Store};
+use reel_mcap::{EpisodeReader, SignalKind};
+use reel_pipeline::RunOptions;
+use reel_video::quality::psnr;
+use reel_video::{H264Decoder, RgbConversion};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/hdf5")
+        .join(name)
+}
+
+/// The values make_fixtures.py wrote, by dataset path.
+fn expected(stem: &str) -> serde_json::Map<String, serde_json::Value> {
+    let text = std::fs::read_to_string(fixture(&format!("{stem}.expected.json"))).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn rows(value: &serde_json::Value) -> Vec<f64> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|row| row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()))
+        .collect()
+}
+
+fn run(files: &[PathBuf], store: &Store) -> (Hdf5Files, ImportReport) {
+    let set = Hdf5Files::open(files, None).unwrap();
+    let config = config_for(set.fps().unwrap(), &default_config());
+    let report = import(&set, store, config, &RunOptions::default(), &|_| {}).unwrap();
+    (set, report)
+}
+
+fn canonical(store: &Store, id: &str) -> EpisodeReader<MmapSource> {
+    let path = store
+        .local_path(&format!("canonical/{id}.mcap"))
+        .unwrap()
+        .unwrap();
+    EpisodeReader::open(MmapSource::open(&path).unwrap()).unwrap()
+}
+
+/// The worst PSNR of a canonical camera against the pictures in `reference`.
+fn worst_psnr(
+    reader: &EpisodeReader<MmapSource>,
+    topic: &str,
+    reference: &Path,
+    period: u64,
+) -> f64 {
+    let expected = std::fs::read(reference).unwrap();
+    let frame_len = 32 * 24 * 3;
+    let frames = expected.len() / frame_len;
+    let times: Vec<u64> = (0..frames as u64).map(|i| i * period).collect();
+    let mut decoder = H264Decoder::with_conversion(RgbConversion::Accurate).unwrap();
+    let got = reader.frames_at(topic, &times, &mut decoder, None).unwrap();
+    assert_eq!(got.len(), frames);
+    got.iter()
+        .enumerate()
+        .map(|(i, f)| psnr(&expected[i * frame_len..(i + 1) * frame_len], &f.data))
+        .fold(f64::INFINITY, f64::min)
+}
+
+#[test]
+fn aloha_files_raw_and_jpeg_import_with_exact_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let files = [fixture("aloha_raw.hdf5"), fixture("aloha_jpeg.hdf5")];
+    let (set, report) = run(&files, &store);
+    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
+    assert!(report.ingest.quarantined.is_empty());
+    assert_eq!(set.fps().unwrap(), 50.0);
+    for (stem, episode) in ["aloha_raw", "aloha_jpeg"].iter().zip(set.episodes()) {
+        assert_eq!(episode.id, format!("hdf5_{stem}"));
+        let reader = canonical(&store, &episode.id);
+        let record = &reader.metadata()["episode"];
+        assert_eq!(record["source"], "hdf5.aloha");
+        assert_eq!(record["robot_id"], "aloha");
+        assert!(
+            record["hdf5.attributes"].contains("\"sim\""),
+            "{}",
+            record["hdf5.attributes"]
+        );
+        let want = expected(stem);
+        for (topic, kind) in [
+            ("/observations/qpos", SignalKind::State),
+            ("/action", SignalKind::Action),
+            ("/observations/qvel", SignalKind::Signal),
+        ] {
+            let window = &reader.signals(&[topic], 0..u64::MAX).unwrap()[0];
+            // Exact: float64 values on the 50 Hz grid, none resampled.
+            assert_eq!(window.values, rows(&want[topic]), "{stem} {topic}");
+            assert_eq!(window.fields[0], "left_waist");
+            assert_eq!(window.fields[13], "right_gripper");
+            let channel = reader.channel(topic).unwrap();
+            assert_eq!(
+                channel.metadata.get("reel.kind").map(String::as_str),
+                Some(kind.as_str())
+            );
+        }
+        for camera in ["top", "angle"] {
+            let topic = format!("/observations/images/{camera}");
+            let reference = fixture(&format!("{stem}.{camera}.rgb"));
+            let worst = worst_psnr(&reader, &topic, &reference, 20_000_000);
+            eprintln!("{stem} {camera}: worst frame {worst:.1} dB");
+            // Raw pictures against themselves: the canonical H.264 is 4:2:0, and these 32x24
+            // pictures with a saturated block lose to chroma subsampling what larger camera
+            // pictures do not (36-37 dB measured). JPEG ones against Pillow's decode
+            // (another decoder than FFmpeg's, its own chroma upsampling: 34.5-35 dB).
+            let floor = if *stem == "aloha_raw" { 35.0 } else { 33.0 };
+            assert!(worst >= floor, "{stem} {camera}: {worst:.1} dB");
+        }
+    }
+}
+
+#[test]
+fn robomimic_demos_become_episodes_at_the_control_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let (set, report) = run(&[fixture("robomimic.hdf5")], &store);
+    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
+    assert_eq!(set.fps().unwrap(), 20.0);
+    let episodes = set.episodes();
+    assert_eq!(episodes.len(), 2);
+    let want = expected("robomimic");
+    for (d, episode) in episodes.iter().enumerate() {
+        assert_eq!(episode.id, format!("robomimic_demo_{d}"));
+        let reader = canonical(&store, &episode.id);
+        let record = &reader.metadata()["episode"];
+        assert_eq!(record["task"], "Lift");
+        assert_eq!(record["robot_id"], "Panda");
+        assert_eq!(record["source.demo"], format!("demo_{d}"));
+        let actions = &reader.signals(&["/actions"], 0..u64::MAX).unwrap()[0];
+        assert_eq!(
+            actions.values,
+            rows(&want[&format!("/data/demo_{d}/actions")])
+        );
+        // 20 Hz: one sample every 50 ms from 0.
+        assert_eq!(actions.log_times[1], 50_000_000);
+        let joints = reader.channel("/obs/robot0_joint_pos").unwrap();
+        assert_eq!(
+            joints.metadata.get("reel.kind").map(String::as_str),
+            Some("state")
+        );
+        let reference = fixture(&format!("robomimic.demo_{d}.rgb"));
+        let worst = worst_psnr(&reader, "/obs/agentview_image", &reference, 50_000_000);
+        eprintln!("demo_{d}: worst frame {worst:.1} dB");
+        assert!(worst >= 35.0, "demo_{d}: {worst:.1} dB");
+    }
+}
+
+#[test]
+fn a_file_without_its_actions_is_refused_by_name_and_the_others_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let files = [fixture("aloha_no_action.hdf5"), fixture("aloha_raw.hdf5")];
+    let (_, report) = run(&files, &store);
+    let failed: Vec<_> = report.failed().collect();
+    assert_eq!(failed.len(), 1, "{:?}", report.landed);
+    let error = failed[0].error.as_deref().unwrap();
+    assert!(
+        error.contains("aloha_no_action.hdf5") && error.contains("action"),
+        "{error}"
+    );
+    let canonical = store.list_recursive("canonical/").unwrap();
+    assert_eq!(canonical, ["canonical/hdf5_aloha_raw.mcap"]);
+    assert!(
+        !store
+            .list_recursive("landing/")
+            .unwrap()
+            .contains(&failed[0].landing_key)
+    );
+
+    let missing = Hdf5Files::open(&[fixture("nowhere.hdf5")], None).unwrap_err();
+    assert!(missing.to_string().contains("nowhere.hdf5"), "{missing}");
+    let not_hdf5 = Hdf5Files::open(&[fixture("make_fixtures.py")], None).unwrap_err();
+    assert!(
+        not_hdf5.to_string().contains("not a readable HDF5 file"),
+        "{not_hdf5}"
+    );
+}
