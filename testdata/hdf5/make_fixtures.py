@@ -13,6 +13,9 @@
   (JSON, control_freq 20) and `total`.
 - aloha_no_action.hdf5: the raw ALOHA file without `/action`: an import must refuse it
   by name.
+- custom.hdf5: a layout of neither, for the TOML mapping in custom.toml: episodes
+  `episodes/ep_N`, each with `joints` (T, 3) float32, `gripper_command` (T,) float64 and
+  `wrist_rgb` (T, H, W, 3) uint8.
 
 Values are seeded random numbers with many significant digits; pictures a moving pattern.
 Beside each file, what an import must reproduce, written by numpy and Pillow:
@@ -123,11 +126,27 @@ def robomimic(path: Path) -> None:
     expect(path, values, shown)
 
 
+def custom(path: Path) -> None:
+    rng = np.random.default_rng(3)
+    values, shown = {}, {}
+    with h5py.File(path, "w") as f:
+        for e, length in enumerate([8, 11]):
+            group = f.create_group(f"episodes/ep_{e}")
+            values[f"/episodes/ep_{e}/joints"] = rng.normal(size=(length, 3)).astype(np.float32)
+            values[f"/episodes/ep_{e}/gripper_command"] = rng.uniform(0, 1, size=length)
+            group.create_dataset("joints", data=values[f"/episodes/ep_{e}/joints"])
+            group.create_dataset("gripper_command", data=values[f"/episodes/ep_{e}/gripper_command"])
+            shown[f"ep_{e}"] = np.stack([picture(e, i) for i in range(length)])
+            group.create_dataset("wrist_rgb", data=shown[f"ep_{e}"])
+    expect(path, values, shown)
+
+
 def main() -> None:
     aloha(HERE / "aloha_raw.hdf5", compress=False)
     aloha(HERE / "aloha_jpeg.hdf5", compress=True)
     aloha(HERE / "aloha_no_action.hdf5", compress=False, with_action=False)
     robomimic(HERE / "robomimic.hdf5")
+    custom(HERE / "custom.hdf5")
     for p in sorted(HERE.glob("*.hdf5")) + sorted(HERE.glob("*.rgb")):
         print(p.name, p.stat().st_size)
 

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use reel_import::hdf5::Hdf5Files;
+use reel_import::hdf5::{Hdf5Files, Mapping};
 use reel_import::{ImportEvent, Source, config_for, import, lerobot::Dataset};
 use reel_io::Store;
 use reel_pipeline::{Event, PIPELINE_VERSION, PipelineConfig, RunOptions};
@@ -27,7 +27,8 @@ Examples:
   reel-import lerobot ~/.cache/huggingface/hub/datasets--lerobot--pusht/snapshots/<rev> --store s3://robots/store -j 8
   reel-import lerobot data/pusht --store store/ --encoding random-access -q
   reel-import hdf5 aloha/sim_insertion_scripted/episode_*.hdf5 --store store/
-  reel-import hdf5 robomimic/lift/ph/image.hdf5 --store store/";
+  reel-import hdf5 robomimic/lift/ph/image.hdf5 --store store/
+  reel-import hdf5 recordings/*.h5 --mapping my-layout.toml --store store/";
 
 /// Import existing datasets into a Reel store: canonical episodes, quality checks,
 /// provenance and warehouse rows, resumable.
@@ -52,7 +53,8 @@ enum Command {
     },
     /// HDF5 files in the ALOHA layout (one episode per file: /observations/images/<cam>
     /// raw or JPEG, /observations/qpos, qvel, effort, /action) or robomimic's (demos under
-    /// data/: obs/*, actions, rewards, dones, states), told apart by their groups.
+    /// data/: obs/*, actions, rewards, dones, states), told apart by their groups; any
+    /// other layout with --mapping.
     #[command(after_help = EXAMPLES)]
     Hdf5 {
         /// The files.
@@ -62,6 +64,10 @@ enum Command {
         /// robomimic's control_freq, else 20).
         #[arg(long)]
         fps: Option<f64>,
+        /// A TOML mapping of another layout: which groups are episodes, which datasets
+        /// are signals (and of what kind) and cameras (docs/FORMAT.md; a path or store URI).
+        #[arg(long)]
+        mapping: Option<String>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -193,8 +199,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             run_import(&dataset, fps, common)
         }
-        Command::Hdf5 { files, fps, common } => {
-            let set = Hdf5Files::open(&files, fps)?;
+        Command::Hdf5 {
+            files,
+            fps,
+            mapping,
+            common,
+        } => {
+            let mapping = match &mapping {
+                Some(input) => Some(Mapping::parse(input, &reel_cli::read_text_input(input)?)?),
+                None => None,
+            };
+            let set = Hdf5Files::open_with(&files, fps, mapping)?;
             let rate = set.fps()?;
             run_import(&set, rate, common)
         }

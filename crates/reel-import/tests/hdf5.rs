@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use reel_import::hdf5::Hdf5Files;
+use reel_import::hdf5::{Hdf5Files, Mapping};
 use reel_import::{ImportReport, Source, config_for, default_config, import};
 use reel_io::{MmapSource, Store};
 use reel_mcap::{EpisodeReader, SignalKind};
@@ -186,5 +186,84 @@ fn a_file_without_its_actions_is_refused_by_name_and_the_others_go_on() {
     assert!(
         not_hdf5.to_string().contains("not a readable HDF5 file"),
         "{not_hdf5}"
+    );
+}
+
+#[test]
+fn another_layout_imports_through_a_toml_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let text = std::fs::read_to_string(fixture("custom.toml")).unwrap();
+    let mapping = Mapping::parse("custom.toml", &text).unwrap();
+    let set = Hdf5Files::open_with(&[fixture("custom.hdf5")], None, Some(mapping)).unwrap();
+    assert_eq!(set.fps().unwrap(), 30.0);
+    let config = config_for(30.0, &default_config());
+    let report = import(&set, &store, config, &RunOptions::default(), &|_| {}).unwrap();
+    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
+    let want = expected("custom");
+    for (e, episode) in set.episodes().iter().enumerate() {
+        assert_eq!(episode.id, format!("custom_ep_{e}"));
+        let reader = canonical(&store, &episode.id);
+        let record = &reader.metadata()["episode"];
+        assert_eq!(record["task"], "stack cups");
+        assert_eq!(record["robot_id"], "ur5e");
+        assert_eq!(record["source"], "hdf5.mapped");
+        let windows = reader
+            .signals(&["/joints", "/gripper/command"], 0..u64::MAX)
+            .unwrap();
+        assert_eq!(windows[0].fields, ["shoulder", "elbow", "wrist"]);
+        // float32 joints and float64 commands, both unchanged.
+        assert_eq!(
+            windows[0].values,
+            rows(&want[&format!("/episodes/ep_{e}/joints")])
+        );
+        let command: Vec<f64> = want[&format!("/episodes/ep_{e}/gripper_command")]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(windows[1].values, command);
+        let kind = |topic: &str| {
+            reader
+                .channel(topic)
+                .unwrap()
+                .metadata
+                .get("reel.kind")
+                .cloned()
+        };
+        assert_eq!(kind("/joints").as_deref(), Some("state"));
+        assert_eq!(kind("/gripper/command").as_deref(), Some("action"));
+        let reference = fixture(&format!("custom.ep_{e}.rgb"));
+        let worst = worst_psnr(&reader, "/wrist_rgb", &reference, 33_333_333);
+        assert!(worst >= 35.0, "ep_{e}: {worst:.1} dB");
+    }
+
+    for (bad, says) in [
+        ("fps = 30.0\n", "maps no signal"),
+        (
+            "fps = 30.0\n[[signal]]\ndataset = \"x\"\nkind = \"torque\"\n",
+            "kind `torque`",
+        ),
+        ("fps = 0.0\n[[camera]]\ndataset = \"x\"\n", "fps is 0"),
+        ("fps = 30.0\nunknown = 1\n", "unknown"),
+    ] {
+        let err = Mapping::parse("m.toml", bad).unwrap_err();
+        assert!(
+            err.to_string().contains("m.toml") && err.to_string().contains(says),
+            "{err}"
+        );
+    }
+    // A mapping naming a dataset the file lacks fails that episode by name.
+    let missing = Mapping::parse(
+        "m.toml",
+        "fps = 30.0\nepisodes = \"episodes/ep_*\"\n[[signal]]\ndataset = \"torques\"\n",
+    )
+    .unwrap();
+    let set = Hdf5Files::open_with(&[fixture("custom.hdf5")], None, Some(missing)).unwrap();
+    let err = set.landing_log(0).unwrap_err().to_string();
+    assert!(
+        err.contains("custom.hdf5") && err.contains("/episodes/ep_0/torques"),
+        "{err}"
     );
 }

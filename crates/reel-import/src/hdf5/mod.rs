@@ -2,12 +2,16 @@
 //! per file: `/observations/images/<camera>` raw or JPEG, `/observations/qpos`, `qvel`,
 //! `effort`, `/action`, root attributes) and the robomimic layout (one file of demos:
 //! `data/demo_N/obs/*`, `actions`, `rewards`, `dones`, `states`, the environment in
-//! `data`'s `env_args`). Each episode becomes a landing log like a LeRobot episode: every
+//! `data`'s `env_args`), and any other layout through a TOML [`Mapping`]. Each episode
+//! becomes a landing log like a LeRobot episode: every
 //! dataset a topic on the episode's fps grid from 0, values unchanged, pictures as recorded
 //! (raw RGB, or the JPEG bytes ALOHA compressed them to).
 
+mod mapping;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use hdf5::types::VarLenUnicode;
@@ -16,6 +20,7 @@ use ndarray::s;
 use reel_mcap::{LandingImage, LandingImages, LandingLog, Sample, SignalKind, SignalStream};
 
 use crate::{Error, Result, Source, SourceEpisode};
+pub use mapping::{MappedCamera, MappedSignal, Mapping};
 
 /// The ALOHA recorder's frame rate (`DT = 0.02` in its constants), for files that do not
 /// say theirs.
@@ -42,6 +47,8 @@ pub enum Layout {
     Aloha,
     /// Demos under `data/`, robomimic's datasets.
     Robomimic,
+    /// Any layout, as a [`Mapping`] describes it.
+    Mapped,
 }
 
 impl Layout {
@@ -65,6 +72,7 @@ impl Layout {
         match self {
             Self::Aloha => "aloha",
             Self::Robomimic => "robomimic",
+            Self::Mapped => "mapped",
         }
     }
 }
@@ -74,7 +82,8 @@ impl Layout {
 struct Episode {
     file: PathBuf,
     layout: Layout,
-    /// The demo group (robomimic), or none (ALOHA: the file is the episode).
+    /// The episode's group (a robomimic demo, a mapping's episode group), or none (the
+    /// file is the episode).
     demo: Option<String>,
     id: String,
     fps: f64,
@@ -85,6 +94,7 @@ struct Episode {
 pub struct Hdf5Files {
     name: String,
     episodes: Vec<Episode>,
+    mapping: Option<Arc<Mapping>>,
 }
 
 impl Hdf5Files {
@@ -92,8 +102,41 @@ impl Hdf5Files {
     /// rate a file records or its layout's default. A file that does not open, or holds
     /// no episode, is an error naming it.
     pub fn open(files: &[PathBuf], fps: Option<f64>) -> Result<Self> {
+        Self::open_with(files, fps, None)
+    }
+
+    /// Like [`open`](Self::open), but with `mapping` (when given) describing every file's
+    /// layout instead of detecting ALOHA's or robomimic's.
+    pub fn open_with(
+        files: &[PathBuf],
+        fps: Option<f64>,
+        mapping: Option<Mapping>,
+    ) -> Result<Self> {
         let mut episodes = Vec::new();
         for path in files {
+            let stem = path.file_stem().map_or_else(
+                || "episode".to_owned(),
+                |s| s.to_string_lossy().into_owned(),
+            );
+            if let Some(mapping) = &mapping {
+                let file = open(path)?;
+                let groups = match &mapping.episodes {
+                    Some(pattern) => matching_groups(path, &file, pattern)?,
+                    None => vec![String::new()],
+                };
+                for group in groups {
+                    episodes.push(Episode {
+                        file: path.clone(),
+                        layout: Layout::Mapped,
+                        id: episode_id(&stem, group.rsplit('/').next().unwrap_or_default())
+                            .trim_end_matches('_')
+                            .to_owned(),
+                        demo: (!group.is_empty()).then_some(group),
+                        fps: fps.unwrap_or(mapping.fps),
+                    });
+                }
+                continue;
+            }
             let layout = Layout::detect(path)?;
             let stem = path.file_stem().map_or_else(
                 || "episode".to_owned(),
@@ -138,6 +181,7 @@ impl Hdf5Files {
                         });
                     }
                 }
+                Layout::Mapped => {}
             }
         }
         if let Some(pair) = episodes.windows(2).find(|w| w[0].id == w[1].id) {
@@ -156,7 +200,11 @@ impl Hdf5Files {
                 .and_then(Path::file_name)
                 .map_or_else(|| "hdf5".to_owned(), |s| s.to_string_lossy().into_owned()),
         };
-        Ok(Self { name, episodes })
+        Ok(Self {
+            name,
+            episodes,
+            mapping: mapping.map(Arc::new),
+        })
     }
 }
 
@@ -203,9 +251,14 @@ impl Source for Hdf5Files {
             .episodes
             .get(index)
             .ok_or_else(|| Error::dataset(&self.name, format!("no episode {index}")))?;
-        match episode.layout {
-            Layout::Aloha => aloha_log(episode),
-            Layout::Robomimic => robomimic_log(episode),
+        match (episode.layout, &self.mapping) {
+            (Layout::Aloha, _) => aloha_log(episode),
+            (Layout::Robomimic, _) => robomimic_log(episode),
+            (Layout::Mapped, Some(mapping)) => mapped_log(episode, mapping),
+            (Layout::Mapped, None) => Err(Error::dataset(
+                episode.file.display(),
+                "a mapped episode without its mapping",
+            )),
         }
     }
 }
@@ -610,6 +663,145 @@ fn robomimic_log(episode: &Episode) -> Result<LandingLog> {
                     env.map(|e| e.to_string()).unwrap_or_default(),
                 ),
             ],
+        ),
+    })
+}
+
+/// The groups `pattern` names: a path whose last part may end in `*` (every member of the
+/// parent group starting with what comes before it, `demo_2` before `demo_10`).
+fn matching_groups(path: &Path, file: &hdf5::File, pattern: &str) -> Result<Vec<String>> {
+    let pattern = pattern.trim_matches('/');
+    let Some(prefix_of_leaf) = pattern.strip_suffix('*') else {
+        return match file.group(pattern) {
+            Ok(_) => Ok(vec![pattern.to_owned()]),
+            Err(_) => Err(Error::dataset(
+                path.display(),
+                format!("no group /{pattern}"),
+            )),
+        };
+    };
+    let (parent, prefix) = prefix_of_leaf
+        .rsplit_once('/')
+        .unwrap_or(("", prefix_of_leaf));
+    let group = if parent.is_empty() {
+        file.group("/")
+    } else {
+        file.group(parent)
+    }
+    .map_err(|_| Error::dataset(path.display(), format!("no group /{parent}")))?;
+    let mut names: Vec<String> = group
+        .member_names()
+        .map_err(|e| h5_err(path, &format!("/{parent}"), e))?
+        .into_iter()
+        .filter(|n| n.starts_with(prefix) && group.group(n).is_ok())
+        .collect();
+    names.sort_by_key(|n| (n.len(), n.clone()));
+    if names.is_empty() {
+        return Err(Error::dataset(
+            path.display(),
+            format!("no group matches `{pattern}`"),
+        ));
+    }
+    Ok(names
+        .into_iter()
+        .map(|n| {
+            if parent.is_empty() {
+                n
+            } else {
+                format!("{parent}/{n}")
+            }
+        })
+        .collect())
+}
+
+fn mapped_log(episode: &Episode, mapping: &Mapping) -> Result<LandingLog> {
+    let path = &episode.file;
+    let file = open(path)?;
+    let base = episode.demo.clone().unwrap_or_default();
+    let root = file
+        .group(if base.is_empty() { "/" } else { &base })
+        .map_err(|e| h5_err(path, &format!("/{base}"), e))?;
+    let at = |dataset: &str| {
+        format!(
+            "/{}",
+            [base.as_str(), dataset.trim_matches('/')]
+                .iter()
+                .filter(|p| !p.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join("/")
+        )
+    };
+    let period_ns = (1e9 / episode.fps).round() as u64;
+    let mut frames: Option<(String, usize)> = None;
+    let mut check = |name: &str, count: usize| match &frames {
+        Some((first, n)) => same_length(path, name, count, *n).map_err(|_| {
+            Error::dataset(
+                path.display(),
+                format!("{name} has {count} frames, {first} {n}"),
+            )
+        }),
+        None => {
+            frames = Some((name.to_owned(), count));
+            Ok(())
+        }
+    };
+    let dataset = |name: &str| {
+        root.dataset(name.trim_matches('/'))
+            .map_err(|_| Error::dataset(path.display(), format!("no dataset {}", at(name))))
+    };
+    let mut signals = Vec::new();
+    for mapped in &mapping.signals {
+        let name = at(&mapped.dataset);
+        let values = rows(path, &dataset(&mapped.dataset)?, &name)?;
+        check(&name, values.len())?;
+        let width = values.first().map_or(0, Vec::len);
+        let fields = match &mapped.names {
+            Some(names) if names.len() == width => names.clone(),
+            Some(names) => {
+                return Err(Error::dataset(
+                    path.display(),
+                    format!(
+                        "{name} has {width} values, the mapping names {}",
+                        names.len()
+                    ),
+                ));
+            }
+            None => numbered(mapped.dataset.rsplit('/').next().unwrap_or("value"), width),
+        };
+        signals.push(signal(
+            &mapped.topic(),
+            mapped.kind(),
+            fields,
+            values,
+            period_ns,
+        ));
+    }
+    let mut images = Vec::new();
+    for camera in &mapping.cameras {
+        let name = at(&camera.dataset);
+        let pictures_of = pictures(path, &dataset(&camera.dataset)?, &name, period_ns)?;
+        check(&name, pictures_of.len())?;
+        images.push(LandingImages {
+            topic: camera.topic(),
+            frame_id: camera
+                .dataset
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+            frames: pictures_of,
+        });
+    }
+    Ok(LandingLog {
+        videos: Vec::new(),
+        images,
+        signals,
+        metadata: record(
+            episode,
+            mapping.task.clone(),
+            mapping.robot.clone(),
+            &[("source.group", format!("/{base}"))],
         ),
     })
 }
