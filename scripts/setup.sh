@@ -3,7 +3,8 @@
 #   - Debian packages: FFmpeg and HDF5 development libraries, clang/libclang, pkg-config, Python,
 #     Slurm with munge (the one-node cluster of scripts/slurm.sh), and PostgreSQL (the
 #     metadata database reel-cdc captures; tests and the main job start their own);
-#   - a Python venv with the independent readers the tests use (scripts/requirements-test.txt);
+#   - a Python venv with the independent readers the tests use (scripts/requirements-test.txt),
+#     and LeRobot's (benches/peers/requirements-lerobot.txt, Python 3.12);
 #   - s3s-fs, the local S3-compatible server the object-store tests talk to.
 # Everything user-level goes under $REEL_CACHE (default ~/.cache/reel).
 # Without root it prints the exact command to run instead.
@@ -50,6 +51,24 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements-test.txt" >&2
   echo "$want" > "$stamp"
+fi
+
+# LeRobot's venv: LeRobot 0.6.1 reads back the datasets reel-export writes (and is the
+# loader the benchmarks measure against). It needs Python >= 3.12, which Debian 12 does not
+# package: $REEL_PYTHON312, else python3.12 on PATH, else a pyenv 3.12 build.
+lerobot_venv="$REEL_CACHE/venv-lerobot"
+lerobot_stamp="$lerobot_venv/.requirements.sha256"
+lerobot_want=$(sha256sum "$here/../benches/peers/requirements-lerobot.txt" | cut -d' ' -f1)
+if [ ! -x "$lerobot_venv/bin/python" ] || [ "$(cat "$lerobot_stamp" 2>/dev/null)" != "$lerobot_want" ]; then
+  python312=${REEL_PYTHON312:-$(command -v python3.12 || ls -d "$HOME"/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)}
+  if [ -z "$python312" ] || [ ! -x "$python312" ]; then
+    echo "setup: LeRobot 0.6 needs Python 3.12: set REEL_PYTHON312 to one (none on PATH or under ~/.pyenv)" >&2
+    exit 1
+  fi
+  echo "setup: creating LeRobot's venv in $lerobot_venv with $python312" >&2
+  [ -x "$lerobot_venv/bin/python" ] || "$python312" -m venv "$lerobot_venv"
+  "$lerobot_venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/../benches/peers/requirements-lerobot.txt" >&2
+  echo "$lerobot_want" > "$lerobot_stamp"
 fi
 
 # The local S3 server (0.14.1 is the last release that builds with Rust 1.95).

@@ -18,6 +18,7 @@ Examples:
   reel import lerobot ~/datasets/pusht --store store/
   reel inspect doctor store/canonical/*.mcap
   reel curate --warehouse store/ --sql \"SELECT * FROM episodes WHERE qc_pass\" -o train.arrow
+  reel export lerobot --manifest train.arrow --store store/ -o my_dataset
   reel completions bash > ~/.local/share/bash-completion/completions/reel
   reel man ~/.local/share/man/man1";
 
@@ -37,6 +38,7 @@ enum Command {
     Plan(reel_plan_cli::Args),
     Ingest(reel_ingest_cli::Cli),
     Import(reel_import_cli::Cli),
+    Export(reel_export_cli::Cli),
     Compact(reel_curate_cli::compact::Args),
     Curate(reel_curate_cli::curate::Args),
     Cdc(reel_cdc_cli::Args),
@@ -75,6 +77,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => reel_plan_cli::run(args),
         Command::Ingest(args) => reel_ingest_cli::run(args),
         Command::Import(args) => reel_import_cli::run(args),
+        Command::Export(args) => reel_export_cli::run(args),
         Command::Compact(args) => reel_curate_cli::compact::run(args),
         Command::Curate(args) => reel_curate_cli::curate::run(args),
         Command::Cdc(args) => reel_cdc_cli::run(args),

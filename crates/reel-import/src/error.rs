@@ -22,6 +22,18 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Writing an exported dataset's file failed.
+    #[error("{path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The manifest an export reads is unreadable.
+    #[error(transparent)]
+    Manifest(#[from] reel_manifest::ManifestError),
     /// A video file that does not read or decode.
     #[error(transparent)]
     Video(#[from] reel_video::Error),
@@ -42,7 +54,8 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::Dataset { .. } => ErrorKind::BadInput,
-            Self::Read { source, .. } => ErrorKind::of_io(source),
+            Self::Read { source, .. } | Self::Write { source, .. } => ErrorKind::of_io(source),
+            Self::Manifest(e) => e.kind(),
             Self::Video(e) => e.kind(),
             Self::Mcap(e) => e.kind(),
             Self::Store(e) => e.kind(),

@@ -75,6 +75,14 @@ pub fn python() -> Result<PathBuf> {
     external_program("REEL_PYTHON", "venv/bin/python", None)
 }
 
+/// The Python of LeRobot's venv (LeRobot 0.6.1, which needs Python 3.12; made by
+/// `scripts/setup.sh` from `benches/peers/requirements-lerobot.txt`), where tests let
+/// LeRobot itself read what Reel writes: `$REEL_LEROBOT_PYTHON` or
+/// `~/.cache/reel/venv-lerobot/bin/python`.
+pub fn lerobot_python() -> Result<PathBuf> {
+    external_program("REEL_LEROBOT_PYTHON", "venv-lerobot/bin/python", None)
+}
+
 impl S3Server {
     /// Starts a server with an empty bucket named `bucket`; fails when `s3s-fs` is not
     /// installed ([`s3s_fs_binary`]).

@@ -47,6 +47,7 @@ mod decode;
 mod depth;
 mod encode;
 pub mod h264;
+mod mp4_writer;
 pub mod quality;
 mod raw;
 mod scale;
@@ -64,6 +65,7 @@ pub use encode::{
     ChromaFormat, DEFAULT_ENCODER, EncodedFrame, EncoderConfig, GopStructure, H264Encoder,
     coded_size,
 };
+pub use mp4_writer::{Mp4Encoding, Mp4Writer};
 pub use raw::{BayerPattern, PixelLayout, check_raw, raw_to_rgb};
 pub use reel_io::ErrorKind;
 pub use stream::{StreamDecoder, VideoCodec};

@@ -8,6 +8,7 @@
 //! of its own (`/<feature key>`) with the feature's value names, all on the dataset's fps
 //! grid from 0, and the dataset's info and stats in the `episode` record.
 
+pub mod export;
 mod table;
 
 use std::collections::BTreeMap;
