@@ -41,7 +41,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// A LeRobot v3.0 dataset: a local folder or a Hugging Face cache snapshot (nothing is
+    /// A LeRobot dataset (v3.0, or v2.0/v2.1): a local folder or a Hugging Face cache snapshot (nothing is
     /// downloaded). Every feature becomes a topic at the dataset's fps; state and action
     /// values are kept exactly; video is kept when it is canonical H.264, else re-encoded.
     #[command(after_help = EXAMPLES)]

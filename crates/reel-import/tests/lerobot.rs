@@ -23,16 +23,22 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Every row of the data file: (episode index, state, action), read with arrow-rs
-/// directly, not through the importer.
+/// Every row of the data files (v3.0's one, or v2.1's one per episode, in order): (episode
+/// index, state, action), read with arrow-rs directly, not through the importer.
 fn rows(dataset: &Path) -> Vec<(i64, Vec<f32>, Vec<f32>)> {
-    let file = std::fs::File::open(dataset.join("data/chunk-000/file-000.parquet")).unwrap();
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dataset.join("data/chunk-000"))
         .unwrap()
-        .build()
-        .unwrap();
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let batches = files.iter().flat_map(|path| {
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap()
+    });
     let mut out = Vec::new();
-    for batch in reader {
+    for batch in batches {
         let batch = batch.unwrap();
         let episode = batch
             .column_by_name("episode_index")
@@ -72,7 +78,12 @@ fn canonical(store: &Store, episode_id: &str) -> EpisodeReader<MmapSource> {
 
 #[test]
 fn lerobot_datasets_import_exactly_and_near_lerobots_own_frames() {
-    for name in ["pusht_h264", "pusht_av1"] {
+    // pusht_v21 holds pusht_av1's frames and values, written by LeRobot 0.3.3 in format v2.1.
+    for (name, format) in [
+        ("pusht_h264", "v3.0"),
+        ("pusht_av1", "v3.0"),
+        ("pusht_v21", "v2.1"),
+    ] {
         let root = fixture(name);
         let dataset = Dataset::open(&root).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -87,6 +98,9 @@ fn lerobot_datasets_import_exactly_and_near_lerobots_own_frames() {
         assert_eq!(dataset.episodes().len(), 3);
 
         let rows = rows(&root);
+        if format == "v2.1" {
+            assert_eq!(rows, self::rows(&fixture("pusht_av1")), "the same values");
+        }
         let decoded = std::fs::read(root.with_file_name(format!("{name}.decoded.rgb"))).unwrap();
         let frame_len = 64 * 48 * 3;
         assert_eq!(decoded.len(), rows.len() * frame_len);
@@ -101,7 +115,7 @@ fn lerobot_datasets_import_exactly_and_near_lerobots_own_frames() {
             assert_eq!(record["episode_id"], id);
             assert_eq!(record[keys::SOURCE], "lerobot");
             assert_eq!(record[keys::SOURCE_DATASET], name);
-            assert_eq!(record[keys::SOURCE_REVISION], "v3.0");
+            assert_eq!(record[keys::SOURCE_REVISION], format);
             assert_eq!(
                 record[keys::SOURCE_EPISODE_INDEX],
                 episode.index.to_string()
@@ -330,4 +344,35 @@ fn rows_that_disagree_with_the_video_fail_that_episode_only() {
     );
     let canonical = store.list_recursive("canonical/").unwrap();
     assert_eq!(canonical.len(), 2, "{canonical:?}");
+}
+
+#[test]
+fn a_v21_episode_missing_its_video_fails_alone_and_a_missing_list_is_named() {
+    let (_dir, root) = scratch_copy("pusht_v21");
+    std::fs::remove_file(root.join("videos/chunk-000/observation.images.cam/episode_000001.mp4"))
+        .unwrap();
+    let dataset = Dataset::open(&root).unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(store_dir.path().to_str().unwrap()).unwrap();
+    let report = run_import(&dataset, &store);
+    let failed: Vec<_> = report.failed().collect();
+    assert_eq!(failed.len(), 1, "{:?}", report.landed);
+    assert_eq!(failed[0].episode_index, 1);
+    let error = failed[0].error.as_deref().unwrap();
+    assert!(
+        error.contains("episode_000001.mp4") && error.contains("missing"),
+        "{error}"
+    );
+    assert_eq!(
+        store.list_recursive("canonical/").unwrap().len(),
+        2,
+        "the other episodes imported"
+    );
+
+    std::fs::remove_file(root.join("meta/episodes.jsonl")).unwrap();
+    let text = Dataset::open(&root).unwrap_err().to_string();
+    assert!(
+        text.contains("meta/episodes.jsonl") && text.contains("missing"),
+        "{text}"
+    );
 }

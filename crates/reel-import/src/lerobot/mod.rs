@@ -1,7 +1,9 @@
-//! LeRobot datasets (format v3.0, as LeRobot 0.4–0.6 writes them) read from a local folder
-//! or a Hugging Face cache snapshot: `meta/info.json`, the episode table
-//! (`meta/episodes/…parquet`), the frame rows (`data/…parquet`) and one MP4 per video
-//! feature and file (`videos/<key>/…mp4`, AV1, H.264 or HEVC). Nothing is downloaded.
+//! LeRobot datasets read from a local folder or a Hugging Face cache snapshot (nothing is
+//! downloaded): format v3.0, as LeRobot 0.4–0.6 writes it (`meta/info.json`, the episode
+//! table `meta/episodes/…parquet`, frame rows in `data/…parquet`, video files holding many
+//! episodes each in `videos/<key>/…mp4`), and formats v2.0 and v2.1, as LeRobot 0.1–0.3
+//! wrote them (`meta/episodes.jsonl`, one Parquet file and one MP4 per episode and video
+//! feature). Video is AV1, H.264 or HEVC.
 //!
 //! Each episode becomes a landing log ([`Dataset::landing_log`]): every video feature a
 //! camera topic holding its access units as recorded, every numeric feature a signal topic
@@ -121,6 +123,13 @@ pub struct Info {
     /// Video file path template.
     #[serde(default)]
     pub video_path: Option<String>,
+    /// Episodes per chunk folder (v2: the folder of an episode's files).
+    #[serde(default = "default_chunks_size")]
+    pub chunks_size: i64,
+}
+
+fn default_chunks_size() -> i64 {
+    1000
 }
 
 /// Where one video feature of an episode lies.
@@ -147,6 +156,9 @@ pub struct EpisodeEntry {
     pub data_path: PathBuf,
     /// Each video feature's file and span.
     pub videos: BTreeMap<String, VideoSpan>,
+    /// The episode's own stats (v2.1's `meta/episodes_stats.jsonl` line), where the
+    /// dataset keeps them per episode.
+    pub stats: Option<String>,
 }
 
 /// A LeRobot dataset opened for import.
@@ -185,18 +197,17 @@ impl Dataset {
                 format!("fps is {}", info.fps),
             ));
         }
-        if info.codebase_version != "v3.0" {
-            return Err(Error::dataset(
-                info_path.display(),
-                format!(
-                    "format {} is not read (Reel reads LeRobot v3.0 datasets; LeRobot's \
-                     `convert_dataset_v21_to_v30` converts older ones)",
-                    info.codebase_version
-                ),
-            ));
-        }
+        let episodes = match info.codebase_version.as_str() {
+            "v3.0" => read_episode_table(&root, &info)?,
+            "v2.0" | "v2.1" => read_episode_list(&root, &info)?,
+            other => {
+                return Err(Error::dataset(
+                    info_path.display(),
+                    format!("format {other} is not read (Reel reads LeRobot v2.0, v2.1 and v3.0)"),
+                ));
+            }
+        };
         let stats_text = std::fs::read_to_string(root.join("meta/stats.json")).ok();
-        let episodes = read_episode_table(&root, &info)?;
         let (name, revision) = identity(&root, &info);
         Ok(Self {
             root,
@@ -389,7 +400,7 @@ impl Dataset {
             (keys::FPS.to_owned(), self.info.fps.to_string()),
             (keys::INFO.to_owned(), self.info_text.clone()),
         ]);
-        if let Some(stats) = &self.stats_text {
+        if let Some(stats) = episode.stats.as_ref().or(self.stats_text.as_ref()) {
             record.insert(keys::STATS.to_owned(), stats.clone());
         }
         Ok(LandingLog {
@@ -603,6 +614,7 @@ fn read_episode_table(root: &Path, info: &Info) -> Result<Vec<EpisodeEntry>> {
                 tasks: tasks[row].clone(),
                 data_path,
                 videos,
+                stats: None,
             });
         }
     }
@@ -610,6 +622,98 @@ fn read_episode_table(root: &Path, info: &Info) -> Result<Vec<EpisodeEntry>> {
     if let Some(pair) = episodes.windows(2).find(|w| w[0].index == w[1].index) {
         return Err(Error::dataset(
             dir.display(),
+            format!("episode {} is listed twice", pair[0].index),
+        ));
+    }
+    Ok(episodes)
+}
+
+/// One line of a v2 dataset's `meta/episodes.jsonl`.
+#[derive(Deserialize)]
+struct EpisodeLine {
+    episode_index: i64,
+    #[serde(default)]
+    tasks: Vec<String>,
+    length: usize,
+}
+
+/// Reads a v2.0 / v2.1 dataset's `meta/episodes.jsonl` (and v2.1's per-episode stats): each
+/// episode's length and tasks, its own data file and, for each video feature, its own MP4
+/// from the start.
+fn read_episode_list(root: &Path, info: &Info) -> Result<Vec<EpisodeEntry>> {
+    let list = root.join("meta/episodes.jsonl");
+    let lines = |path: &Path| -> Result<Vec<(usize, serde_json::Value)>> {
+        let text = std::fs::read_to_string(path).map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => Error::dataset(path.display(), "missing"),
+            _ => Error::Read {
+                path: path.display().to_string(),
+                source,
+            },
+        })?;
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(n, l)| {
+                serde_json::from_str(l)
+                    .map(|v| (n + 1, v))
+                    .map_err(|e| Error::dataset(path.display(), format!("line {}: {e}", n + 1)))
+            })
+            .collect()
+    };
+    let stats_path = root.join("meta/episodes_stats.jsonl");
+    let mut stats: BTreeMap<i64, String> = BTreeMap::new();
+    if stats_path.is_file() {
+        for (_, line) in lines(&stats_path)? {
+            if let (Some(index), Some(s)) = (line["episode_index"].as_i64(), line.get("stats")) {
+                stats.insert(index, s.to_string());
+            }
+        }
+    }
+    let data_template = info.data_path.clone().unwrap_or_else(|| {
+        "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet".into()
+    });
+    let video_template = info.video_path.clone().unwrap_or_else(|| {
+        "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4".into()
+    });
+    let chunks = info.chunks_size.max(1);
+    let mut episodes = Vec::new();
+    for (n, line) in lines(&list)? {
+        let entry: EpisodeLine = serde_json::from_value(line)
+            .map_err(|e| Error::dataset(list.display(), format!("line {n}: {e}")))?;
+        let fields = [
+            ("episode_chunk", entry.episode_index / chunks),
+            ("episode_index", entry.episode_index),
+        ];
+        let videos = info
+            .features
+            .iter()
+            .filter(|(_, f)| f.dtype == "video")
+            .map(|(key, _)| {
+                let path = fill(&video_template, &fields).replace("{video_key}", key);
+                let span = VideoSpan {
+                    path: root.join(path),
+                    from_s: 0.0,
+                    to_s: entry.length as f64 / info.fps,
+                };
+                (key.clone(), span)
+            })
+            .collect();
+        episodes.push(EpisodeEntry {
+            index: entry.episode_index,
+            length: entry.length,
+            tasks: entry.tasks,
+            data_path: root.join(fill(&data_template, &fields)),
+            videos,
+            stats: stats.remove(&entry.episode_index),
+        });
+    }
+    if episodes.is_empty() {
+        return Err(Error::dataset(list.display(), "lists no episodes"));
+    }
+    episodes.sort_by_key(|e| e.index);
+    if let Some(pair) = episodes.windows(2).find(|w| w[0].index == w[1].index) {
+        return Err(Error::dataset(
+            list.display(),
             format!("episode {} is listed twice", pair[0].index),
         ));
     }
