@@ -138,6 +138,15 @@ fn lerobot_datasets_come_back_out_as_lerobot_reads_them() {
         assert_eq!(seen["video_codecs"], serde_json::json!([codec]));
         assert!(seen["min_psnr_db"].as_f64().unwrap() >= 30.0, "{seen}");
         assert_eq!(seen["losses"].as_array().unwrap().len(), 4);
+
+        // LeRobot's default encoder, as Debian's FFmpeg has it, codes nothing this small:
+        // each episode says so, and no dataset appears.
+        let small = dir.path().join("svt");
+        let report = export(&manifest, &store, &small, &ExportOptions::default(), &|e| {
+            let error = e.error.as_deref().unwrap_or_default();
+            assert!(error.contains("at least 64x64") && error.contains("64x48"), "{error}");
+        });
+        assert!(report.is_err() && !small.exists());
     }
 }
 

@@ -133,7 +133,19 @@ impl Mp4Writer {
         }
         let encoder = context
             .open_as_with(codec, encoding.options())
-            .map_err(ffmpeg_err("opening the MP4 video encoder"))?;
+            .map_err(|source| {
+                if encoding.encoder == "libsvtav1" && (width < 64 || height < 64) {
+                    // Debian 12's SVT-AV1 (1.4) refuses frames under 64 pixels; newer ones
+                    // (PyPI's PyAV) take them.
+                    Error::InvalidInput(format!(
+                        "{}: libsvtav1 in this FFmpeg codes frames of at least 64x64, not \
+                         {width}x{height}: choose another encoder (libaom-av1, libx264)",
+                        path.display()
+                    ))
+                } else {
+                    ffmpeg_err("opening the MP4 video encoder")(source)
+                }
+            })?;
         {
             let mut stream = output.add_stream(codec).map_err(container)?;
             stream.set_parameters(&encoder);
