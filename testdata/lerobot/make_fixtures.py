@@ -12,9 +12,16 @@ reference the import tests compare Reel's frames against.
 
     pusht_h264   H.264, GOP 2 (RGBEncoderConfig(vcodec="h264"))
     pusht_av1    LeRobot's defaults: SVT-AV1, GOP 2, CRF 30
+    pusht_depth  2 episodes of 6 frames: the camera in H.264 and a depth camera at LeRobot's
+                 depth defaults (HEVC Main 12, gray12le, lossless, log-quantised 0.01-10 m);
+                 `pusht_depth.decoded.depth` holds LeRobot's decode of every depth frame in
+                 millimetres (uint16 little-endian, H x W per frame)
+
+    python make_fixtures.py [NAME ...]   (all by default)
 """
 
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +44,61 @@ def frame(episode: int, i: int) -> np.ndarray:
     blob = np.exp(-(((x - cx) ** 2 + (y - cy) ** 2) / (2 * 5.0**2)))[..., None]
     img = base * (1 - blob) + np.array([200, 150, 70]) * blob
     return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def depth_frame(episode: int, i: int) -> np.ndarray:
+    """A depth picture in millimetres: a slanted plane 0.4-2 m away that moves with time."""
+    y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
+    return (400 + 20 * x + 7 * y + 30 * i + 50 * episode).astype(np.uint16)[..., None]
+
+
+def write_depth(name: str) -> None:
+    from lerobot.configs import RGBEncoderConfig
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    root = HERE / name
+    if root.exists():
+        shutil.rmtree(root)
+    features = {
+        "observation.images.cam": {
+            "dtype": "video",
+            "shape": (HEIGHT, WIDTH, 3),
+            "names": ["height", "width", "channels"],
+        },
+        "observation.images.depth": {
+            "dtype": "video",
+            "shape": (HEIGHT, WIDTH, 1),
+            "names": ["height", "width", "channels"],
+            "info": {"is_depth_map": True},
+        },
+        "observation.state": {"dtype": "float32", "shape": (3,), "names": ["x", "y", "theta"]},
+        "action": {"dtype": "float32", "shape": (2,), "names": ["vx", "vy"]},
+    }
+    dataset = LeRobotDataset.create(
+        repo_id=f"reel/{name}", fps=FPS, features=features, root=root, robot_type="pusht-sim",
+        use_videos=True, rgb_encoder=RGBEncoderConfig(vcodec="h264"),
+    )
+    rng = np.random.default_rng(11)
+    for episode in range(2):
+        for i in range(6):
+            dataset.add_frame(
+                {
+                    "observation.images.cam": frame(episode, i),
+                    "observation.images.depth": depth_frame(episode, i),
+                    "observation.state": rng.normal(size=3).astype(np.float32),
+                    "action": rng.normal(size=2).astype(np.float32),
+                    "task": "stack",
+                }
+            )
+        dataset.save_episode(parallel_encoding=False)
+    dataset.finalize()
+    reread = LeRobotDataset(f"reel/{name}", root=root)
+    decoded = root.parent / f"{name}.decoded.depth"
+    with open(decoded, "wb") as out:
+        for i in range(len(reread)):
+            depth = reread[i]["observation.images.depth"]  # 1, H, W float32 mm
+            out.write(depth.numpy().astype("<u2").tobytes())
+    print(f"{root}: {len(reread)} frames, {decoded.name} {decoded.stat().st_size} bytes")
 
 
 def write(name: str, encoder) -> None:
@@ -91,8 +153,13 @@ def write(name: str, encoder) -> None:
 def main() -> None:
     from lerobot.configs import RGBEncoderConfig
 
-    write("pusht_h264", RGBEncoderConfig(vcodec="h264"))
-    write("pusht_av1", RGBEncoderConfig())
+    names = sys.argv[1:] or ["pusht_h264", "pusht_av1", "pusht_depth"]
+    if "pusht_h264" in names:
+        write("pusht_h264", RGBEncoderConfig(vcodec="h264"))
+    if "pusht_av1" in names:
+        write("pusht_av1", RGBEncoderConfig())
+    if "pusht_depth" in names:
+        write_depth("pusht_depth")
 
 
 if __name__ == "__main__":

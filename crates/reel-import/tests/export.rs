@@ -144,7 +144,10 @@ fn lerobot_datasets_come_back_out_as_lerobot_reads_them() {
         let small = dir.path().join("svt");
         let report = export(&manifest, &store, &small, &ExportOptions::default(), &|e| {
             let error = e.error.as_deref().unwrap_or_default();
-            assert!(error.contains("at least 64x64") && error.contains("64x48"), "{error}");
+            assert!(
+                error.contains("at least 64x64") && error.contains("64x48"),
+                "{error}"
+            );
         });
         assert!(report.is_err() && !small.exists());
     }

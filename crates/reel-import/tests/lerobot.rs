@@ -376,3 +376,44 @@ fn a_v21_episode_missing_its_video_fails_alone_and_a_missing_list_is_named() {
         "{text}"
     );
 }
+
+#[test]
+fn a_depth_video_imports_as_the_millimetres_lerobot_reads() {
+    let root = fixture("pusht_depth");
+    let dataset = Dataset::open(&root).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let report = run_import(&dataset, &store);
+    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
+    assert!(report.ingest.quarantined.is_empty());
+    let theirs: Vec<u16> = std::fs::read(root.with_file_name("pusht_depth.decoded.depth"))
+        .unwrap()
+        .chunks_exact(2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    let frame_len = 64 * 48;
+    let (mut first_row, mut equal, mut worst) = (0, 0usize, 0u16);
+    for episode in dataset.episodes() {
+        let reader = canonical(&store, &dataset.episode_id(episode));
+        let depth = reader
+            .depth("/observation.images.depth", 0..u64::MAX)
+            .unwrap();
+        assert_eq!(depth.unit, reel_video::DepthUnit::Millimetres);
+        assert_eq!((depth.width, depth.height), (64, 48));
+        assert_eq!(depth.log_times.len(), episode.length);
+        for i in 0..episode.length {
+            let want = &theirs[(first_row + i) * frame_len..(first_row + i + 1) * frame_len];
+            for (mine, want) in depth.frame(i).iter().zip(want) {
+                equal += usize::from(mine == want);
+                worst = worst.max(mine.abs_diff(*want));
+            }
+        }
+        first_row += episode.length;
+    }
+    // LeRobot's float32 exp and Rust's may differ in the last bit: at most 1 mm, rarely.
+    let total = theirs.len();
+    assert_eq!(first_row * frame_len, total);
+    assert!(worst <= 1, "worst {worst} mm");
+    assert!(equal * 1000 >= total * 999, "{equal} of {total} equal");
+    eprintln!("depth: {equal} of {total} values equal to LeRobot's, worst {worst} mm");
+}

@@ -87,6 +87,38 @@ impl Picture {
     }
 }
 
+impl Picture {
+    /// The values of a single-channel picture of 9 to 16 bits (`gray12le` depth video,
+    /// `gray16`), row-major, as coded: no scaling, no conversion. Other formats are refused.
+    pub fn gray_values(&self) -> Result<Vec<u16>> {
+        let (width, height) = (self.width(), self.height());
+        let (stride, plane) = (self.frame.stride(0), self.frame.data(0));
+        let read: fn([u8; 2]) -> u16 = match self.frame.format() {
+            Pixel::GRAY9LE
+            | Pixel::GRAY10LE
+            | Pixel::GRAY12LE
+            | Pixel::GRAY14LE
+            | Pixel::GRAY16LE => u16::from_le_bytes,
+            Pixel::GRAY9BE
+            | Pixel::GRAY10BE
+            | Pixel::GRAY12BE
+            | Pixel::GRAY14BE
+            | Pixel::GRAY16BE => u16::from_be_bytes,
+            other => {
+                return Err(Error::InvalidInput(format!(
+                    "a {other:?} picture is not single-channel grey of more than 8 bits"
+                )));
+            }
+        };
+        let mut values = Vec::with_capacity(width * height);
+        for y in 0..height {
+            let row = &plane[y * stride..y * stride + width * 2];
+            values.extend(row.chunks_exact(2).map(|b| read([b[0], b[1]])));
+        }
+        Ok(values)
+    }
+}
+
 impl H264Decoder {
     /// Opens FFmpeg's native H.264 decoder, single-threaded, with the accurate RGB
     /// conversion.

@@ -10,6 +10,7 @@
 //! of its own (`/<feature key>`) with the feature's value names, all on the dataset's fps
 //! grid from 0, and the dataset's info and stats in the `episode` record.
 
+mod depth;
 pub mod export;
 mod table;
 
@@ -357,14 +358,9 @@ impl Dataset {
         }
 
         let mut videos = Vec::new();
+        let mut depth = Vec::new();
         for (key, feature) in &self.info.features {
             match feature.dtype.as_str() {
-                "video" if feature.is_depth() => {
-                    return Err(Error::dataset(
-                        self.root.join("meta/info.json").display(),
-                        format!("`{key}` is a depth video, which Reel does not import yet"),
-                    ));
-                }
                 "video" => {}
                 "image" => {
                     return Err(Error::dataset(
@@ -380,7 +376,17 @@ impl Dataset {
                     format!("episode {} has no video entry for `{key}`", episode.index),
                 )
             })?;
-            videos.push(self.video_units(key, span, episode, period_ns)?);
+            if feature.is_depth() {
+                let read = self.checked_span(key, span, episode)?;
+                let quantizer = depth::Quantizer::of(feature);
+                depth.push(
+                    depth::depth_images(key, &read, &quantizer, period_ns).map_err(|e| {
+                        Error::dataset(span.path.display(), format!("depth video `{key}`: {e}"))
+                    })?,
+                );
+            } else {
+                videos.push(self.video_units(key, span, episode, period_ns)?);
+            }
         }
 
         let mut record = BTreeMap::from([
@@ -405,19 +411,20 @@ impl Dataset {
         }
         Ok(LandingLog {
             videos,
-            images: Vec::new(),
+            images: depth,
             signals,
             metadata: BTreeMap::from([("episode".to_owned(), record)]),
         })
     }
 
-    fn video_units(
+    /// Reads one episode's span of a video file, checked against the episode: a frame per
+    /// row, each on the dataset's fps grid. Errors name the file.
+    fn checked_span(
         &self,
         key: &str,
         span: &VideoSpan,
         episode: &EpisodeEntry,
-        period_ns: u64,
-    ) -> Result<LandingVideo> {
+    ) -> Result<reel_video::VideoSpan> {
         let path = span.path.display().to_string();
         if !span.path.is_file() {
             return Err(Error::dataset(&path, format!("missing (video `{key}`)")));
@@ -454,6 +461,17 @@ impl Dataset {
                 ),
             ));
         }
+        Ok(read)
+    }
+
+    fn video_units(
+        &self,
+        key: &str,
+        span: &VideoSpan,
+        episode: &EpisodeEntry,
+        period_ns: u64,
+    ) -> Result<LandingVideo> {
+        let read = self.checked_span(key, span, episode)?;
         Ok(LandingVideo {
             topic: format!("/{key}"),
             frame_id: key.to_owned(),

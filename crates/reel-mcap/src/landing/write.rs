@@ -2,7 +2,7 @@
 //! MCAP the landing reader reads like any robot's log, so an import takes the one landing
 //! → canonical path. Video is stored as recorded (`foxglove.CompressedVideo`, one access
 //! unit per message, in any codec the reader decodes), pictures as `foxglove.RawImage`
-//! (`rgb8`) or `foxglove.CompressedImage` (JPEG), numbers as `reel.FloatArray` named and
+//! (`rgb8`, or `16UC1` depth in millimetres) or `foxglove.CompressedImage` (JPEG), numbers as `reel.FloatArray` named and
 //! kinded by their channel metadata, and the dataset's own metadata as records.
 
 use std::collections::BTreeMap;
@@ -47,6 +47,15 @@ pub enum LandingImage {
     },
     /// A JPEG file's bytes (`foxglove.CompressedImage`).
     Jpeg(bytes::Bytes),
+    /// Depth in millimetres, rows top to bottom (`foxglove.RawImage`, `16UC1`).
+    DepthMm {
+        /// Width in pixels.
+        width: usize,
+        /// Height in pixels.
+        height: usize,
+        /// `width * height` values.
+        data: Vec<u16>,
+    },
 }
 
 /// One camera of a landing log recorded as pictures.
@@ -111,7 +120,7 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
         .images
         .iter()
         .flat_map(|c| &c.frames)
-        .any(|(_, f)| matches!(f, LandingImage::Rgb { .. }));
+        .any(|(_, f)| matches!(f, LandingImage::Rgb { .. } | LandingImage::DepthMm { .. }));
     let jpeg = log
         .images
         .iter()
@@ -130,7 +139,7 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
             continue;
         };
         let schema = match first {
-            LandingImage::Rgb { .. } => raw_schema,
+            LandingImage::Rgb { .. } | LandingImage::DepthMm { .. } => raw_schema,
             LandingImage::Jpeg(_) => jpeg_schema,
         };
         let Some(schema) = schema else { continue };
@@ -167,6 +176,32 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
                     }
                     .encode_to_vec()
                 }
+                (
+                    LandingImage::DepthMm {
+                        width,
+                        height,
+                        data,
+                    },
+                    LandingImage::DepthMm { .. },
+                ) => {
+                    if data.len() != width * height {
+                        return Err(Error::InvalidEpisode(format!(
+                            "{name}: {}: a {width}x{height} depth picture of {} values",
+                            camera.topic,
+                            data.len()
+                        )));
+                    }
+                    RawImage {
+                        timestamp,
+                        frame_id,
+                        width: *width as u32,
+                        height: *height as u32,
+                        encoding: "16UC1".into(),
+                        step: (*width * 2) as u32,
+                        data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                    }
+                    .encode_to_vec()
+                }
                 (LandingImage::Jpeg(data), LandingImage::Jpeg(_)) => CompressedImage {
                     timestamp,
                     frame_id,
@@ -176,7 +211,7 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
                 .encode_to_vec(),
                 _ => {
                     return Err(Error::InvalidEpisode(format!(
-                        "{name}: {}: raw and JPEG pictures in one camera",
+                        "{name}: {}: pictures of different kinds (RGB, JPEG, depth) in one camera",
                         camera.topic
                     )));
                 }
