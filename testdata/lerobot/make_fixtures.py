@@ -16,6 +16,8 @@ reference the import tests compare Reel's frames against.
                  depth defaults (HEVC Main 12, gray12le, lossless, log-quantised 0.01-10 m);
                  `pusht_depth.decoded.depth` holds LeRobot's decode of every depth frame in
                  millimetres (uint16 little-endian, H x W per frame)
+    pusht_images 2 episodes of 5 frames, the camera as an image feature (PNG in the frame
+                 rows, `use_videos=False`); `pusht_images.decoded.rgb` holds LeRobot's decode
 
     python make_fixtures.py [NAME ...]   (all by default)
 """
@@ -101,6 +103,50 @@ def write_depth(name: str) -> None:
     print(f"{root}: {len(reread)} frames, {decoded.name} {decoded.stat().st_size} bytes")
 
 
+def write_images(name: str) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    root = HERE / name
+    if root.exists():
+        shutil.rmtree(root)
+    features = {
+        "observation.images.cam": {
+            "dtype": "image",
+            "shape": (HEIGHT, WIDTH, 3),
+            "names": ["height", "width", "channels"],
+        },
+        "observation.state": {"dtype": "float32", "shape": (3,), "names": ["x", "y", "theta"]},
+        "action": {"dtype": "float32", "shape": (2,), "names": ["vx", "vy"]},
+    }
+    dataset = LeRobotDataset.create(
+        repo_id=f"reel/{name}", fps=FPS, features=features, root=root, robot_type="pusht-sim",
+        use_videos=False,
+    )
+    rng = np.random.default_rng(13)
+    for episode in range(2):
+        for i in range(5):
+            dataset.add_frame(
+                {
+                    "observation.images.cam": frame(episode, i),
+                    "observation.state": rng.normal(size=3).astype(np.float32),
+                    "action": rng.normal(size=2).astype(np.float32),
+                    "task": "push the T",
+                }
+            )
+        dataset.save_episode()
+    dataset.finalize()
+    shutil.rmtree(root / "images", ignore_errors=True)
+    reread = LeRobotDataset(f"reel/{name}", root=root, return_uint8=True)
+    decoded = root.parent / f"{name}.decoded.rgb"
+    with open(decoded, "wb") as out:
+        for i in range(len(reread)):
+            image = reread[i]["observation.images.cam"]  # C, H, W
+            if image.dtype.is_floating_point:
+                image = (image * 255).round().to(dtype=__import__("torch").uint8)
+            out.write(np.ascontiguousarray(image.numpy().transpose(1, 2, 0)).tobytes())
+    print(f"{root}: {len(reread)} frames, {decoded.name} {decoded.stat().st_size} bytes")
+
+
 def write(name: str, encoder) -> None:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -153,13 +199,15 @@ def write(name: str, encoder) -> None:
 def main() -> None:
     from lerobot.configs import RGBEncoderConfig
 
-    names = sys.argv[1:] or ["pusht_h264", "pusht_av1", "pusht_depth"]
+    names = sys.argv[1:] or ["pusht_h264", "pusht_av1", "pusht_depth", "pusht_images"]
     if "pusht_h264" in names:
         write("pusht_h264", RGBEncoderConfig(vcodec="h264"))
     if "pusht_av1" in names:
         write("pusht_av1", RGBEncoderConfig())
     if "pusht_depth" in names:
         write_depth("pusht_depth")
+    if "pusht_images" in names:
+        write_images("pusht_images")
 
 
 if __name__ == "__main__":

@@ -417,3 +417,50 @@ fn a_depth_video_imports_as_the_millimetres_lerobot_reads() {
     assert!(equal * 1000 >= total * 999, "{equal} of {total} equal");
     eprintln!("depth: {equal} of {total} values equal to LeRobot's, worst {worst} mm");
 }
+
+#[test]
+fn an_image_feature_imports_as_a_camera_near_lerobots_pictures() {
+    let root = fixture("pusht_images");
+    let dataset = Dataset::open(&root).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let report = run_import(&dataset, &store);
+    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
+    assert!(report.ingest.quarantined.is_empty());
+    let rows = rows(&root);
+    let decoded = std::fs::read(root.with_file_name("pusht_images.decoded.rgb")).unwrap();
+    let frame_len = 64 * 48 * 3;
+    let mut decoder = H264Decoder::new().unwrap();
+    let (mut first_row, mut worst) = (0, f64::INFINITY);
+    for episode in dataset.episodes() {
+        let reader = canonical(&store, &dataset.episode_id(episode));
+        let times: Vec<u64> = (0..episode.length as u64)
+            .map(|i| i * 100_000_000)
+            .collect();
+        let frames = reader
+            .frames_at("/observation.images.cam", &times, &mut decoder, None)
+            .unwrap();
+        assert_eq!(frames.len(), episode.length);
+        for (i, frame) in frames.iter().enumerate() {
+            let row = first_row + i;
+            worst = worst.min(psnr(
+                &decoded[row * frame_len..(row + 1) * frame_len],
+                &frame.data,
+            ));
+        }
+        let state = reader
+            .signals(&["/observation.state"], 0..u64::MAX)
+            .unwrap();
+        let want: Vec<f64> = rows[first_row..first_row + episode.length]
+            .iter()
+            .flat_map(|(_, s, _)| s.iter().map(|v| f64::from(*v)))
+            .collect();
+        assert_eq!(state[0].values, want);
+        first_row += episode.length;
+    }
+    assert_eq!(first_row, rows.len());
+    assert!(
+        worst >= 40.0,
+        "worst frame {worst:.1} dB against LeRobot's pictures"
+    );
+}

@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use reel_mcap::{LandingLog, LandingVideo, Sample, SignalKind, SignalStream};
+use reel_mcap::{
+    LandingImage, LandingImages, LandingLog, LandingVideo, Sample, SignalKind, SignalStream,
+};
 use serde::Deserialize;
 
 use crate::{Error, Result, Source, SourceEpisode};
@@ -358,15 +360,14 @@ impl Dataset {
         }
 
         let mut videos = Vec::new();
-        let mut depth = Vec::new();
+        // Depth videos and image features: cameras landing as pictures.
+        let mut pictures = Vec::new();
         for (key, feature) in &self.info.features {
             match feature.dtype.as_str() {
                 "video" => {}
                 "image" => {
-                    return Err(Error::dataset(
-                        self.root.join("meta/info.json").display(),
-                        format!("`{key}` is stored as images, which Reel does not import yet"),
-                    ));
+                    pictures.push(self.picture_frames(&data, key, &in_episode, period_ns)?);
+                    continue;
                 }
                 _ => continue,
             }
@@ -379,7 +380,7 @@ impl Dataset {
             if feature.is_depth() {
                 let read = self.checked_span(key, span, episode)?;
                 let quantizer = depth::Quantizer::of(feature);
-                depth.push(
+                pictures.push(
                     depth::depth_images(key, &read, &quantizer, period_ns).map_err(|e| {
                         Error::dataset(span.path.display(), format!("depth video `{key}`: {e}"))
                     })?,
@@ -411,9 +412,45 @@ impl Dataset {
         }
         Ok(LandingLog {
             videos,
-            images: depth,
+            images: pictures,
             signals,
             metadata: BTreeMap::from([("episode".to_owned(), record)]),
+        })
+    }
+
+    /// An image feature's pictures for one episode (PNG or JPEG files in the frame rows),
+    /// frame `i` at `i * period_ns`, stored as they are.
+    fn picture_frames(
+        &self,
+        data: &Table,
+        key: &str,
+        in_episode: &[bool],
+        period_ns: u64,
+    ) -> Result<LandingImages> {
+        let frames = data
+            .image_bytes(key)?
+            .into_iter()
+            .zip(in_episode)
+            .filter_map(|(bytes, &keep)| keep.then_some(bytes))
+            .enumerate()
+            .map(|(i, bytes)| {
+                let picture = match reel_video::ImageFormat::sniff(&bytes) {
+                    Some(reel_video::ImageFormat::Jpeg) => LandingImage::Jpeg(Bytes::from(bytes)),
+                    Some(reel_video::ImageFormat::Png) => LandingImage::Png(Bytes::from(bytes)),
+                    _ => {
+                        return Err(Error::dataset(
+                            data.path(),
+                            format!("`{key}` row {i} is neither a PNG nor a JPEG picture"),
+                        ));
+                    }
+                };
+                Ok((i as u64 * period_ns, picture))
+            })
+            .collect::<Result<_>>()?;
+        Ok(LandingImages {
+            topic: format!("/{key}"),
+            frame_id: key.to_owned(),
+            frames,
         })
     }
 

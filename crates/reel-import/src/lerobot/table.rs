@@ -125,6 +125,42 @@ impl Table {
         Ok(out)
     }
 
+    /// An image column (Hugging Face's `Image`: a struct of the file's `bytes` and its
+    /// `path`), row by row: each row's encoded picture (PNG, JPEG). A row without bytes is
+    /// an error naming it.
+    pub(crate) fn image_bytes(&self, column: &str) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::with_capacity(self.rows());
+        for array in self.columns(column)? {
+            let bad =
+                |reason: String| Error::dataset(&self.path, format!("column `{column}`: {reason}"));
+            let DataType::Struct(_) = array.data_type() else {
+                return Err(bad(format!("{} is not an image struct", array.data_type())));
+            };
+            let bytes = array
+                .as_struct()
+                .column_by_name("bytes")
+                .ok_or_else(|| bad("no `bytes` field".into()))?;
+            for row in 0..bytes.len() {
+                let value = match bytes.data_type() {
+                    DataType::Binary => bytes
+                        .as_binary::<i32>()
+                        .is_valid(row)
+                        .then(|| bytes.as_binary::<i32>().value(row)),
+                    DataType::LargeBinary => bytes
+                        .as_binary::<i64>()
+                        .is_valid(row)
+                        .then(|| bytes.as_binary::<i64>().value(row)),
+                    other => return Err(bad(format!("`bytes` is {other}"))),
+                };
+                let value = value
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| bad(format!("row {} has no picture bytes", out.len())))?;
+                out.push(value.to_vec());
+            }
+        }
+        Ok(out)
+    }
+
     /// A list-of-strings column (or a string column), row by row.
     pub(crate) fn string_lists(&self, column: &str) -> Result<Vec<Vec<String>>> {
         let mut out = Vec::with_capacity(self.rows());

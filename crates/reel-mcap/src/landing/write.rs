@@ -2,7 +2,7 @@
 //! MCAP the landing reader reads like any robot's log, so an import takes the one landing
 //! → canonical path. Video is stored as recorded (`foxglove.CompressedVideo`, one access
 //! unit per message, in any codec the reader decodes), pictures as `foxglove.RawImage`
-//! (`rgb8`, or `16UC1` depth in millimetres) or `foxglove.CompressedImage` (JPEG), numbers as `reel.FloatArray` named and
+//! (`rgb8`, or `16UC1` depth in millimetres) or `foxglove.CompressedImage` (JPEG, PNG), numbers as `reel.FloatArray` named and
 //! kinded by their channel metadata, and the dataset's own metadata as records.
 
 use std::collections::BTreeMap;
@@ -47,6 +47,8 @@ pub enum LandingImage {
     },
     /// A JPEG file's bytes (`foxglove.CompressedImage`).
     Jpeg(bytes::Bytes),
+    /// A PNG file's bytes (`foxglove.CompressedImage`).
+    Png(bytes::Bytes),
     /// Depth in millimetres, rows top to bottom (`foxglove.RawImage`, `16UC1`).
     DepthMm {
         /// Width in pixels.
@@ -121,16 +123,16 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
         .iter()
         .flat_map(|c| &c.frames)
         .any(|(_, f)| matches!(f, LandingImage::Rgb { .. } | LandingImage::DepthMm { .. }));
-    let jpeg = log
+    let compressed = log
         .images
         .iter()
         .flat_map(|c| &c.frames)
-        .any(|(_, f)| matches!(f, LandingImage::Jpeg(_)));
+        .any(|(_, f)| matches!(f, LandingImage::Jpeg(_) | LandingImage::Png(_)));
     let raw_schema = raw
         .then(|| writer.add_schema(RAW_IMAGE, "protobuf", &raw_image_schema()))
         .transpose()
         .map_err(mcap_err)?;
-    let jpeg_schema = jpeg
+    let compressed_schema = compressed
         .then(|| writer.add_schema(COMPRESSED_IMAGE, "protobuf", &compressed_image_schema()))
         .transpose()
         .map_err(mcap_err)?;
@@ -140,7 +142,7 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
         };
         let schema = match first {
             LandingImage::Rgb { .. } | LandingImage::DepthMm { .. } => raw_schema,
-            LandingImage::Jpeg(_) => jpeg_schema,
+            LandingImage::Jpeg(_) | LandingImage::Png(_) => compressed_schema,
         };
         let Some(schema) = schema else { continue };
         let channel = writer
@@ -207,6 +209,13 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
                     frame_id,
                     data: data.clone(),
                     format: "jpeg".into(),
+                }
+                .encode_to_vec(),
+                (LandingImage::Png(data), LandingImage::Png(_)) => CompressedImage {
+                    timestamp,
+                    frame_id,
+                    data: data.clone(),
+                    format: "png".into(),
                 }
                 .encode_to_vec(),
                 _ => {
