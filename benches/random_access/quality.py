@@ -6,13 +6,16 @@ every third frame) against the source frames, the landing recording's JPEG pictu
 episodes were ingested from.
 
   quality.py --landing DIR [--reel NAME=STORE ...] [--lerobot DIR ...]
-             [--imported NAME=STORE=DATASET ...] [--canonical DIR]
+             [--imported NAME=STORE=DATASET ...] [--exported NAME=DIR=EPISODES ...]
+             [--canonical DIR]
 
 --reel: a store ingested from the landing folder (its canonical/*.mcap). --lerobot: a
 dataset lerobot_load.py built (its reel_peer_build.json names the canonical episodes,
 found in --canonical, whose grid it follows). --imported: a store `reel-import lerobot`
 made from such a dataset (each canonical episode's `source.episode_index` is its episode
-in the dataset, its frame k the dataset's frame k). One JSON line per dataset on stdout.
+in the dataset, its frame k the dataset's frame k). --exported: a dataset `reel-export
+lerobot` wrote from canonical episodes (EPISODES: a JSON list of their file names in
+the dataset's order; cameras named by their topics). One JSON line per dataset on stdout.
 """
 
 from __future__ import annotations
@@ -106,12 +109,22 @@ def reel_store(name: str, store: Path, landing: Landing) -> dict:
     }
 
 
-def lerobot_dataset(root: Path, canonical: Path, landing: Landing) -> dict:
-    build = json.loads((root / "reel_peer_build.json").read_text())
+def exported_key(topic: str) -> str:
+    """reel-export's feature key of a camera topic."""
+    return "observation.images." + topic.strip("/").replace("/", ".")
+
+
+def lerobot_dataset(root: Path, canonical: Path, landing: Landing, exported: tuple[str, list[str]] | None = None) -> dict:
+    if exported is None:
+        build = json.loads((root / "reel_peer_build.json").read_text())
+        names, label = build["episodes"], f"LeRobot {build['vcodec']} g{build['gop']} crf{build['crf']}"
+    else:
+        label, names = exported
     errors, video_bytes, frames_total = [], 0, 0
-    episodes = [read_episode(canonical / name) for name in build["episodes"]]
+    episodes = [read_episode(canonical / name) for name in names]
     for key in episodes[0].cameras:
-        files = sorted((root / "videos" / key).glob("*/*.mp4"))
+        folder = key if exported is None else exported_key(episodes[0].cameras[key].topic)
+        files = sorted((root / "videos" / folder).glob("*/*.mp4"))
         video_bytes += sum(f.stat().st_size for f in files)
         decoded = []
         for file in files:
@@ -132,7 +145,7 @@ def lerobot_dataset(root: Path, canonical: Path, landing: Landing) -> dict:
             raise SystemExit(f"{root}: {key} has {len(decoded)} frames, the episodes' grids {at}")
         frames_total += at
     return {
-        "dataset": f"LeRobot {build['vcodec']} g{build['gop']} crf{build['crf']}",
+        "dataset": label,
         "bytes_per_camera_second": video_bytes / (frames_total / 30.0),
         "psnr_db": psnr(errors),
         "frames_compared": len(errors),
@@ -183,6 +196,7 @@ def main() -> int:
     parser.add_argument("--reel", action="append", default=[], help="NAME=STORE")
     parser.add_argument("--lerobot", action="append", default=[], type=Path)
     parser.add_argument("--imported", action="append", default=[], help="NAME=STORE=DATASET")
+    parser.add_argument("--exported", action="append", default=[], help="NAME=DIR=EPISODES")
     parser.add_argument("--canonical", type=Path, help="the canonical episodes the LeRobot datasets came from")
     args = parser.parse_args()
     landing = Landing(args.landing)
@@ -191,6 +205,10 @@ def main() -> int:
         print(json.dumps(reel_store(name, Path(store), landing)), flush=True)
     for root in args.lerobot:
         print(json.dumps(lerobot_dataset(root, args.canonical, landing)), flush=True)
+    for item in args.exported:
+        name, root, names = item.split("=", 2)
+        exported = (name, json.loads(Path(names).read_text()))
+        print(json.dumps(lerobot_dataset(Path(root), args.canonical, landing, exported)), flush=True)
     for item in args.imported:
         name, store, dataset = item.split("=", 2)
         print(json.dumps(imported_store(name, Path(store), Path(dataset), args.canonical, landing)), flush=True)
