@@ -102,6 +102,16 @@ impl Mp4Writer {
                 path.display()
             )));
         }
+        if encoding.encoder == "libsvtav1" && (width < 64 || height < 64) {
+            // Debian 12's SVT-AV1 (1.4) refuses frames under 64 pixels, and tearing down its
+            // failed instance crashed now and then when several opened at once: refused here,
+            // before SVT-AV1 is opened. Newer releases (PyPI's PyAV) take them.
+            return Err(Error::InvalidInput(format!(
+                "{}: libsvtav1 in this FFmpeg codes frames of at least 64x64, not \
+                 {width}x{height}: choose another encoder (libaom-av1, libx264)",
+                path.display()
+            )));
+        }
         let container = |e: ffmpeg_next::Error| Error::Container {
             path: path.display().to_string(),
             reason: e.to_string(),
@@ -133,19 +143,7 @@ impl Mp4Writer {
         }
         let encoder = context
             .open_as_with(codec, encoding.options())
-            .map_err(|source| {
-                if encoding.encoder == "libsvtav1" && (width < 64 || height < 64) {
-                    // Debian 12's SVT-AV1 (1.4) refuses frames under 64 pixels; newer ones
-                    // (PyPI's PyAV) take them.
-                    Error::InvalidInput(format!(
-                        "{}: libsvtav1 in this FFmpeg codes frames of at least 64x64, not \
-                         {width}x{height}: choose another encoder (libaom-av1, libx264)",
-                        path.display()
-                    ))
-                } else {
-                    ffmpeg_err("opening the MP4 video encoder")(source)
-                }
-            })?;
+            .map_err(ffmpeg_err("opening the MP4 video encoder"))?;
         {
             let mut stream = output.add_stream(codec).map_err(container)?;
             stream.set_parameters(&encoder);
