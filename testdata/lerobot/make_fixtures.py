@@ -48,6 +48,27 @@ def frame(episode: int, i: int) -> np.ndarray:
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
+def fresh(name: str) -> Path:
+    """The dataset's folder, emptied."""
+    root = HERE / name
+    if root.exists():
+        shutil.rmtree(root)
+    return root
+
+
+def pusht_features(camera_dtype: str) -> dict:
+    """One 64x48 camera (`video` or `image`), a 3-value state and a 2-value action."""
+    return {
+        "observation.images.cam": {
+            "dtype": camera_dtype,
+            "shape": (HEIGHT, WIDTH, 3),
+            "names": ["height", "width", "channels"],
+        },
+        "observation.state": {"dtype": "float32", "shape": (3,), "names": ["x", "y", "theta"]},
+        "action": {"dtype": "float32", "shape": (2,), "names": ["vx", "vy"]},
+    }
+
+
 def depth_frame(episode: int, i: int) -> np.ndarray:
     """A depth picture in millimetres: a slanted plane 0.4-2 m away that moves with time."""
     y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
@@ -58,23 +79,13 @@ def write_depth(name: str) -> None:
     from lerobot.configs import RGBEncoderConfig
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    root = HERE / name
-    if root.exists():
-        shutil.rmtree(root)
-    features = {
-        "observation.images.cam": {
-            "dtype": "video",
-            "shape": (HEIGHT, WIDTH, 3),
-            "names": ["height", "width", "channels"],
-        },
-        "observation.images.depth": {
-            "dtype": "video",
-            "shape": (HEIGHT, WIDTH, 1),
-            "names": ["height", "width", "channels"],
-            "info": {"is_depth_map": True},
-        },
-        "observation.state": {"dtype": "float32", "shape": (3,), "names": ["x", "y", "theta"]},
-        "action": {"dtype": "float32", "shape": (2,), "names": ["vx", "vy"]},
+    root = fresh(name)
+    features = pusht_features("video")
+    features["observation.images.depth"] = {
+        "dtype": "video",
+        "shape": (HEIGHT, WIDTH, 1),
+        "names": ["height", "width", "channels"],
+        "info": {"is_depth_map": True},
     }
     dataset = LeRobotDataset.create(
         repo_id=f"reel/{name}", fps=FPS, features=features, root=root, robot_type="pusht-sim",
@@ -106,18 +117,8 @@ def write_depth(name: str) -> None:
 def write_images(name: str) -> None:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    root = HERE / name
-    if root.exists():
-        shutil.rmtree(root)
-    features = {
-        "observation.images.cam": {
-            "dtype": "image",
-            "shape": (HEIGHT, WIDTH, 3),
-            "names": ["height", "width", "channels"],
-        },
-        "observation.state": {"dtype": "float32", "shape": (3,), "names": ["x", "y", "theta"]},
-        "action": {"dtype": "float32", "shape": (2,), "names": ["vx", "vy"]},
-    }
+    root = fresh(name)
+    features = pusht_features("image")
     dataset = LeRobotDataset.create(
         repo_id=f"reel/{name}", fps=FPS, features=features, root=root, robot_type="pusht-sim",
         use_videos=False,
@@ -150,18 +151,8 @@ def write_images(name: str) -> None:
 def write(name: str, encoder) -> None:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    root = HERE / name
-    if root.exists():
-        shutil.rmtree(root)
-    features = {
-        "observation.images.cam": {
-            "dtype": "video",
-            "shape": (HEIGHT, WIDTH, 3),
-            "names": ["height", "width", "channels"],
-        },
-        "observation.state": {"dtype": "float32", "shape": (3,), "names": ["x", "y", "theta"]},
-        "action": {"dtype": "float32", "shape": (2,), "names": ["vx", "vy"]},
-    }
+    root = fresh(name)
+    features = pusht_features("video")
     dataset = LeRobotDataset.create(
         repo_id=f"reel/{name}",
         fps=FPS,

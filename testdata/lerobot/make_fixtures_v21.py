@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from make_fixtures import FPS, HEIGHT, LENGTHS, TASKS, WIDTH, frame
+from make_fixtures import FPS, LENGTHS, TASKS, frame, fresh, pusht_features
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,18 +30,8 @@ def main() -> None:
 
     assert CODEBASE_VERSION == "v2.1", f"{lerobot.__file__} writes {CODEBASE_VERSION}"
     name = "pusht_v21"
-    root = HERE / name
-    if root.exists():
-        shutil.rmtree(root)
-    features = {
-        "observation.images.cam": {
-            "dtype": "video",
-            "shape": (HEIGHT, WIDTH, 3),
-            "names": ["height", "width", "channels"],
-        },
-        "observation.state": {"dtype": "float32", "shape": (3,), "names": ["x", "y", "theta"]},
-        "action": {"dtype": "float32", "shape": (2,), "names": ["vx", "vy"]},
-    }
+    root = fresh(name)
+    features = pusht_features("video")
     dataset = LeRobotDataset.create(
         repo_id=f"reel/{name}", fps=FPS, features=features, root=root,
         robot_type="pusht-sim", use_videos=True,

@@ -151,6 +151,26 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
         for (log_time, image) in &camera.frames {
             let timestamp = Some(Timestamp::from_ns(*log_time));
             let frame_id = camera.frame_id.clone();
+            // Raw pictures: (width, height, encoding, bytes per pixel, the pixels' bytes).
+            let raw = |width: usize, height: usize, encoding: &str, depth: usize, data: Vec<u8>| {
+                if data.len() != width * height * depth {
+                    return Err(Error::InvalidEpisode(format!(
+                        "{name}: {}: a {width}x{height} {encoding} picture of {} bytes",
+                        camera.topic,
+                        data.len()
+                    )));
+                }
+                Ok(RawImage {
+                    timestamp: timestamp.clone(),
+                    frame_id: frame_id.clone(),
+                    width: width as u32,
+                    height: height as u32,
+                    encoding: encoding.into(),
+                    step: (width * depth) as u32,
+                    data,
+                }
+                .encode_to_vec())
+            };
             let data = match (image, first) {
                 (
                     LandingImage::Rgb {
@@ -159,25 +179,7 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
                         data,
                     },
                     LandingImage::Rgb { .. },
-                ) => {
-                    if data.len() != width * height * 3 {
-                        return Err(Error::InvalidEpisode(format!(
-                            "{name}: {}: a {width}x{height} RGB picture of {} bytes",
-                            camera.topic,
-                            data.len()
-                        )));
-                    }
-                    RawImage {
-                        timestamp,
-                        frame_id,
-                        width: *width as u32,
-                        height: *height as u32,
-                        encoding: "rgb8".into(),
-                        step: (*width * 3) as u32,
-                        data: data.to_vec(),
-                    }
-                    .encode_to_vec()
-                }
+                ) => raw(*width, *height, "rgb8", 3, data.to_vec())?,
                 (
                     LandingImage::DepthMm {
                         width,
@@ -185,25 +187,13 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
                         data,
                     },
                     LandingImage::DepthMm { .. },
-                ) => {
-                    if data.len() != width * height {
-                        return Err(Error::InvalidEpisode(format!(
-                            "{name}: {}: a {width}x{height} depth picture of {} values",
-                            camera.topic,
-                            data.len()
-                        )));
-                    }
-                    RawImage {
-                        timestamp,
-                        frame_id,
-                        width: *width as u32,
-                        height: *height as u32,
-                        encoding: "16UC1".into(),
-                        step: (*width * 2) as u32,
-                        data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-                    }
-                    .encode_to_vec()
-                }
+                ) => raw(
+                    *width,
+                    *height,
+                    "16UC1",
+                    2,
+                    data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                )?,
                 (LandingImage::Jpeg(data), LandingImage::Jpeg(_)) => CompressedImage {
                     timestamp,
                     frame_id,

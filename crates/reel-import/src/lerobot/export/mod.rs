@@ -173,7 +173,9 @@ pub fn export(
                 position % CHUNK_SIZE
             ))
         };
-        let outcomes: Vec<Result<EpisodeFrames>> = rows
+        // Each row's report is made once, as its episode ends; its index in the dataset
+        // is known only when all have, in row order.
+        let outcomes: Vec<(ExportedEpisode, Result<EpisodeFrames>)> = rows
             .par_iter()
             .enumerate()
             .map(|(position, (episode_id, uri, window))| {
@@ -212,32 +214,18 @@ pub fn export(
                     error: outcome.as_ref().err().map(ToString::to_string),
                 };
                 on_episode(&report);
-                outcome
+                (report, outcome)
             })
             .collect();
         let mut episodes = Vec::with_capacity(rows.len());
         let mut exported = Vec::new();
-        for ((episode_id, uri, _), outcome) in rows.iter().zip(outcomes) {
-            let mut report = ExportedEpisode {
-                episode_id: episode_id.clone(),
-                uri: uri.clone(),
-                episode_index: None,
-                frames: 0,
-                video_bytes: 0,
-                status: "exported",
-                error: None,
-            };
+        for (mut report, outcome) in outcomes {
             match outcome {
                 Ok(frames) => {
                     report.episode_index = Some(exported.len() as i64);
-                    report.frames = frames.frames;
-                    report.video_bytes = frames.video_bytes;
                     exported.push((episodes.len(), frames));
                 }
-                Err(e) if e.kind() == ErrorKind::BadInput => {
-                    report.status = "failed";
-                    report.error = Some(e.to_string());
-                }
+                Err(e) if e.kind() == ErrorKind::BadInput => {}
                 Err(e) => return Err(e),
             }
             episodes.push(report);
