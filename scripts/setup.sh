@@ -60,9 +60,18 @@ lerobot_venv="$REEL_CACHE/venv-lerobot"
 lerobot_stamp="$lerobot_venv/.requirements.sha256"
 lerobot_want=$(sha256sum "$here/../benches/peers/requirements-lerobot.txt" | cut -d' ' -f1)
 if [ ! -x "$lerobot_venv/bin/python" ] || [ "$(cat "$lerobot_stamp" 2>/dev/null)" != "$lerobot_want" ]; then
-  python312=${REEL_PYTHON312:-$(command -v python3.12 || ls -d "$HOME"/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)}
-  if [ -z "$python312" ] || [ ! -x "$python312" ]; then
-    echo "setup: LeRobot 0.6 needs Python 3.12: set REEL_PYTHON312 to one (none on PATH or under ~/.pyenv)" >&2
+  # The first candidate that runs as a 3.12 (a pyenv shim on PATH may name a version
+  # pyenv has not selected, and fail).
+  python312=
+  for candidate in ${REEL_PYTHON312:-} $(ls -d "$HOME"/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | sort -rV) \
+    $(command -v python3.12 || true); do
+    if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+      python312=$candidate
+      break
+    fi
+  done
+  if [ -z "$python312" ]; then
+    echo "setup: LeRobot 0.6 needs Python 3.12: set REEL_PYTHON312 to one (none that runs on PATH or under ~/.pyenv)" >&2
     exit 1
   fi
   echo "setup: creating LeRobot's venv in $lerobot_venv with $python312" >&2

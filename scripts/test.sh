@@ -15,6 +15,18 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REEL_CACHE/target}
 export REEL_PYTHON=$REEL_CACHE/venv/bin/python
 export REEL_S3S_FS=$REEL_CACHE/tools/bin/s3s-fs
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+# Incremental caches only cost disk on a suite that builds everything once.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+
+# A target folder kept between runs gathers test binaries of earlier revisions (hundreds of
+# MB each with Polars linked in); drop those not rebuilt for two days, and the incremental
+# caches, so the disk holds one revision's build.
+if [ -d "$CARGO_TARGET_DIR/debug" ]; then
+  rm -rf "$CARGO_TARGET_DIR/debug/incremental"
+  find "$CARGO_TARGET_DIR/debug/deps" -maxdepth 1 -type f -executable -mtime +2 \
+    ! -name '*.so' ! -name '*.rlib' -delete 2>/dev/null || true
+fi
+echo "test: target $CARGO_TARGET_DIR, $(df -h --output=avail "$(dirname "$CARGO_TARGET_DIR")" | tail -1 | tr -d ' ') free" >&2
 
 cargo fmt --all --check
 # Lints on every target; the CUDA backends are built in too, because they must compile on
