@@ -193,7 +193,7 @@ fn latest_changes(
             .map_err(CurateError::Query)?
             .lazy());
     }
-    let log = warehouse.scan_parts(keys.iter().copied(), true)?;
+    let log = warehouse.scan_parts(keys.iter().copied(), None, true)?;
     // Rows after the table's last truncate (every row when it has none), in the same
     // scan: the aggregate is taken over the whole log before the filter applies.
     let truncated_at = col(LSN_COLUMN)

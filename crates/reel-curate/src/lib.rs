@@ -30,6 +30,7 @@ use std::path::Path;
 
 pub mod compact;
 pub mod db_tables;
+mod episodes_schema;
 pub mod query_policy;
 #[cfg(feature = "test-support")]
 pub mod synthetic;
@@ -208,19 +209,22 @@ impl Warehouse {
         self.scan_log(self.files.iter().map(|(k, _)| k.as_str()))
     }
 
-    /// The rows of the given Parquet objects, in order.
+    /// The rows of the given episode parts, in order, in the current warehouse schema (the
+    /// columns an older part lacks read as null).
     pub(crate) fn scan_log<'a>(
         &self,
         keys: impl Iterator<Item = &'a str>,
     ) -> Result<LazyFrame, CurateError> {
-        self.scan_parts(keys, false)
+        let schema = episodes_schema::episodes_schema().map_err(CurateError::Query)?;
+        self.scan_parts(keys, Some(schema), true)
     }
 
-    /// The rows of the given Parquet objects; with `allow_missing_columns`, a column
-    /// the first object has and a later one lacks reads as null there.
+    /// The rows of the given Parquet objects, in `schema` or else the first object's; with
+    /// `allow_missing_columns`, a column an object lacks reads as null there.
     pub(crate) fn scan_parts<'a>(
         &self,
         keys: impl Iterator<Item = &'a str>,
+        schema: Option<SchemaRef>,
         allow_missing_columns: bool,
     ) -> Result<LazyFrame, CurateError> {
         let keys: Vec<&str> = keys.collect();
@@ -231,6 +235,7 @@ impl Warehouse {
                 enabled: Some(false),
                 ..HiveOptions::default()
             },
+            schema,
             allow_missing_columns,
             ..ScanArgsParquet::default()
         };

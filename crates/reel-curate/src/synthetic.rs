@@ -69,6 +69,7 @@ impl Row {
             qc: self.qc,
             uri: &self.uri,
             ingested_at_ns: self.ingested_at_ns,
+            source: None,
         }
     }
 }

@@ -295,6 +295,122 @@ fn a_stale_or_damaged_compaction_is_never_read() {
     assert!(err.to_string().contains("CURRENT.json"), "{err}");
 }
 
+/// Rows `range` as a part of warehouse schema version 1 (before the `source_*` columns),
+/// written by arrow-rs as ingest wrote it then.
+fn version_1_part(range: std::ops::Range<u64>) -> Vec<u8> {
+    use reel_manifest::warehouse::{WarehouseBatch, warehouse_schema};
+    let mut batch = WarehouseBatch::new();
+    for i in range {
+        batch.push(&row(SEED, i, 0).as_warehouse_row());
+    }
+    let batch = batch.finish().expect("batch");
+    let schema = warehouse_schema();
+    let first_source = schema.index_of("source_format").expect("a source column");
+    let batch = batch
+        .project(&(0..first_source).collect::<Vec<_>>())
+        .expect("projects");
+    let mut out = Vec::new();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), None).expect("writer");
+    writer.write(&batch).expect("writes");
+    writer.close().expect("closes");
+    out
+}
+
+#[test]
+fn parts_of_schema_version_1_read_with_null_source_columns() {
+    use reel_manifest::warehouse::{SourceDataset, WarehouseBatch, encode_parquet};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let episodes = dir.path().join("episodes");
+    std::fs::create_dir_all(&episodes).expect("mkdir");
+    // Version 1 parts before and after a version 2 part: the scan's columns must not
+    // depend on which part it lists first.
+    std::fs::write(episodes.join("a-part.parquet"), version_1_part(0..40)).expect("writes");
+    std::fs::write(episodes.join("c-part.parquet"), version_1_part(40..80)).expect("writes");
+    let imported = SourceDataset {
+        format: "lerobot".into(),
+        dataset: "lerobot/pusht".into(),
+        revision: "v3.0".into(),
+        episode_index: None,
+        fps: Some(10.0),
+    };
+    let mut batch = WarehouseBatch::new();
+    let rows: Vec<Row> = (80..100).map(|i| row(SEED, i, 0)).collect();
+    let sources: Vec<SourceDataset> = (0..20)
+        .map(|index| SourceDataset {
+            episode_index: Some(index),
+            ..imported.clone()
+        })
+        .collect();
+    for (row, source) in rows.iter().zip(&sources) {
+        batch.push(&reel_manifest::warehouse::WarehouseRow {
+            source: Some(source),
+            ..row.as_warehouse_row()
+        });
+    }
+    let part = encode_parquet(&[batch.finish().expect("batch")]).expect("encodes");
+    std::fs::write(episodes.join("b-part.parquet"), part).expect("writes");
+
+    let sql = "SELECT episode_id, source_format, source_episode_index, source_fps \
+               FROM episodes ORDER BY episode_id";
+    let check = |warehouse: &Warehouse, read: &str| {
+        let df = warehouse.query(sql).expect("runs");
+        assert_eq!(df.height(), 100, "{read}: every episode once");
+        let ids = df
+            .column("episode_id")
+            .expect("ids")
+            .str()
+            .expect("utf8")
+            .clone();
+        let format = df
+            .column("source_format")
+            .expect("format")
+            .str()
+            .expect("utf8")
+            .clone();
+        let index = df
+            .column("source_episode_index")
+            .expect("index")
+            .i64()
+            .expect("i64")
+            .clone();
+        let fps = df
+            .column("source_fps")
+            .expect("fps")
+            .f64()
+            .expect("f64")
+            .clone();
+        let imported_ids: BTreeMap<String, i64> = rows
+            .iter()
+            .zip(0..)
+            .map(|(row, index)| (row.episode_id.clone(), index))
+            .collect();
+        for i in 0..df.height() {
+            let id = ids.get(i).expect("an id");
+            match imported_ids.get(id) {
+                Some(want) => {
+                    assert_eq!(format.get(i), Some("lerobot"), "{read}: {id}");
+                    assert_eq!(index.get(i), Some(*want), "{read}: {id}");
+                    assert_eq!(fps.get(i), Some(10.0), "{read}: {id}");
+                }
+                None => {
+                    assert_eq!(format.get(i), None, "{read}: {id} of version 1");
+                    assert_eq!((index.get(i), fps.get(i)), (None, None), "{read}: {id}");
+                }
+            }
+        }
+    };
+    check(&open(dir.path()), "the log");
+    let summary = compact(&open(dir.path())).expect("compacts");
+    assert_eq!(summary.rows, 100);
+    check(&open(dir.path()), "the compaction");
+    // A version 1 part written after the compaction (an older ingest still running),
+    // merged at query time.
+    std::fs::write(episodes.join("d-part.parquet"), version_1_part(100..110)).expect("writes");
+    let df = open(dir.path()).query(sql).expect("runs");
+    assert_eq!(df.height(), 110);
+}
+
 #[test]
 fn the_latest_ingestion_wins() {
     let dir = tempfile::tempdir().expect("tempdir");

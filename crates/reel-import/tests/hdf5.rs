@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use reel_import::hdf5::{Hdf5Files, Mapping};
@@ -79,11 +81,16 @@ fn aloha_files_raw_and_jpeg_import_with_exact_values() {
     assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
     assert!(report.ingest.quarantined.is_empty());
     assert_eq!(set.fps().unwrap(), 50.0);
+    let sources = common::warehouse_sources(&store, &report);
     for (stem, episode) in ["aloha_raw", "aloha_jpeg"].iter().zip(set.episodes()) {
         assert_eq!(episode.id, format!("hdf5_{stem}"));
         let reader = canonical(&store, &episode.id);
         let record = &reader.metadata()["episode"];
         assert_eq!(record["source"], "hdf5.aloha");
+        // File names without a number: the episode has no index in its dataset.
+        let source = &sources[&episode.id];
+        assert_eq!(source.format.as_deref(), Some("hdf5.aloha"));
+        assert_eq!((source.episode_index, source.fps), (None, Some(50.0)));
         assert_eq!(record["robot_id"], "aloha");
         assert!(
             record["hdf5.attributes"].contains("\"sim\""),
@@ -132,6 +139,7 @@ fn robomimic_demos_become_episodes_at_the_control_rate() {
     let episodes = set.episodes();
     assert_eq!(episodes.len(), 2);
     let want = expected("robomimic");
+    let sources = common::warehouse_sources(&store, &report);
     for (d, episode) in episodes.iter().enumerate() {
         assert_eq!(episode.id, format!("robomimic_demo_{d}"));
         let reader = canonical(&store, &episode.id);
@@ -139,6 +147,16 @@ fn robomimic_demos_become_episodes_at_the_control_rate() {
         assert_eq!(record["task"], "Lift");
         assert_eq!(record["robot_id"], "Panda");
         assert_eq!(record["source.demo"], format!("demo_{d}"));
+        assert_eq!(
+            sources[&episode.id],
+            common::SourceColumns {
+                format: Some("hdf5.robomimic".into()),
+                dataset: Some(record["source.dataset"].clone()),
+                revision: None,
+                episode_index: Some(d as i64),
+                fps: Some(20.0),
+            }
+        );
         let actions = &reader.signals(&["/actions"], 0..u64::MAX).unwrap()[0];
         assert_eq!(
             actions.values,

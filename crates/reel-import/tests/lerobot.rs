@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
@@ -108,6 +110,8 @@ fn lerobot_datasets_import_exactly_and_near_lerobots_own_frames() {
         let mut decoder = H264Decoder::with_conversion(RgbConversion::Fast).unwrap();
         let mut first_row = 0;
         let mut worst = f64::INFINITY;
+        let sources = common::warehouse_sources(&store, &report);
+        assert_eq!(sources.len(), 3, "{name}: one warehouse row per episode");
         for episode in dataset.episodes() {
             let id = dataset.episode_id(episode);
             let reader = canonical(&store, &id);
@@ -122,6 +126,18 @@ fn lerobot_datasets_import_exactly_and_near_lerobots_own_frames() {
             );
             assert_eq!(record["task"], episode.tasks.join("; "));
             assert_eq!(record["robot_id"], "pusht-sim");
+            assert_eq!(record[keys::FPS], "10");
+            assert_eq!(
+                sources[&id],
+                common::SourceColumns {
+                    format: Some("lerobot".into()),
+                    dataset: Some(name.into()),
+                    revision: Some(format.into()),
+                    episode_index: Some(episode.index),
+                    fps: Some(10.0),
+                },
+                "{name}: the warehouse row of {id}"
+            );
             assert!(record[keys::INFO].contains("\"codebase_version\""));
             assert!(record[keys::STATS].contains("observation.state"));
 

@@ -19,9 +19,11 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
 
-/// The warehouse schema version (stamped on every row).
-pub const WAREHOUSE_SCHEMA_VERSION: u32 = 1;
+/// The warehouse schema version (stamped on every row). Version 2 added the `source_*`
+/// columns; a version 1 part reads as if they were null.
+pub const WAREHOUSE_SCHEMA_VERSION: u32 = 2;
 
 /// The folder of the `episodes` table inside a warehouse store.
 pub const EPISODES_PREFIX: &str = "episodes/";
@@ -76,6 +78,25 @@ impl QcSummary {
     }
 }
 
+/// The dataset an imported episode came from (`reel-import`): none for an episode a
+/// robot recorded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SourceDataset {
+    /// Its format: `lerobot`, `hdf5.aloha`, `hdf5.robomimic`, `hdf5.mapped`.
+    pub format: String,
+    /// The dataset: its folder, its repository id, or the HDF5 file.
+    pub dataset: String,
+    /// The dataset's revision (LeRobot: format version and snapshot), when it has one.
+    #[serde(default)]
+    pub revision: String,
+    /// The episode's index in the dataset, when it numbers its episodes.
+    #[serde(default)]
+    pub episode_index: Option<i64>,
+    /// The dataset's frame rate, Hz, when it has one.
+    #[serde(default)]
+    pub fps: Option<f64>,
+}
+
 /// One warehouse row.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct WarehouseRow<'a> {
@@ -99,6 +120,8 @@ pub struct WarehouseRow<'a> {
     /// Object path of the canonical episode, relative to the store root.
     pub uri: &'a str,
     pub ingested_at_ns: i64,
+    /// Where an imported episode came from.
+    pub source: Option<&'a SourceDataset>,
 }
 
 /// A stable 64-bit key of an episode id (FNV-1a): grouping on it is much
@@ -152,6 +175,12 @@ pub fn warehouse_schema() -> SchemaRef {
         float("qc_max_joint_step_rad"),
         utf8("uri"),
         i64f("ingested_at_ns"),
+        // Version 2: null for an episode a robot recorded.
+        Field::new("source_format", DataType::Utf8, true),
+        Field::new("source_dataset", DataType::Utf8, true),
+        Field::new("source_revision", DataType::Utf8, true),
+        Field::new("source_episode_index", DataType::Int64, true),
+        Field::new("source_fps", DataType::Float64, true),
     ]))
 }
 
@@ -185,6 +214,11 @@ pub struct WarehouseBatch {
     qc_step: Float64Builder,
     uri: StringBuilder,
     ingested_at_ns: Int64Builder,
+    source_format: StringBuilder,
+    source_dataset: StringBuilder,
+    source_revision: StringBuilder,
+    source_episode_index: Int64Builder,
+    source_fps: Float64Builder,
     rows: usize,
 }
 
@@ -244,6 +278,18 @@ impl WarehouseBatch {
         self.qc_step.append_value(qc.max_joint_step_rad);
         self.uri.append_value(row.uri);
         self.ingested_at_ns.append_value(row.ingested_at_ns);
+        let source = row.source;
+        let revision = source
+            .map(|s| s.revision.as_str())
+            .filter(|r| !r.is_empty());
+        self.source_format
+            .append_option(source.map(|s| s.format.as_str()));
+        self.source_dataset
+            .append_option(source.map(|s| s.dataset.as_str()));
+        self.source_revision.append_option(revision);
+        self.source_episode_index
+            .append_option(source.and_then(|s| s.episode_index));
+        self.source_fps.append_option(source.and_then(|s| s.fps));
         self.rows += 1;
     }
 
@@ -282,6 +328,11 @@ impl WarehouseBatch {
         arrays.push(Arc::new(self.qc_step.finish()));
         arrays.push(Arc::new(self.uri.finish()));
         arrays.push(Arc::new(self.ingested_at_ns.finish()));
+        arrays.push(Arc::new(self.source_format.finish()));
+        arrays.push(Arc::new(self.source_dataset.finish()));
+        arrays.push(Arc::new(self.source_revision.finish()));
+        arrays.push(Arc::new(self.source_episode_index.finish()));
+        arrays.push(Arc::new(self.source_fps.finish()));
         self.rows = 0;
         RecordBatch::try_new(warehouse_schema(), arrays)
     }
@@ -370,6 +421,43 @@ mod tests {
         assert_eq!(&bytes[..4], b"PAR1");
         assert_eq!(qc.flags(), "frozen_frames,choppy_joints");
         assert!(!qc.pass());
+    }
+
+    #[test]
+    fn source_columns_are_null_for_recordings_and_set_for_imports() {
+        let imported = SourceDataset {
+            format: "lerobot".into(),
+            dataset: "lerobot/pusht".into(),
+            revision: String::new(),
+            episode_index: Some(7),
+            fps: Some(10.0),
+        };
+        let mut batch = WarehouseBatch::new();
+        batch.push(&WarehouseRow {
+            episode_id: "recorded",
+            ..Default::default()
+        });
+        batch.push(&WarehouseRow {
+            episode_id: "imported",
+            source: Some(&imported),
+            ..Default::default()
+        });
+        let rb = batch.finish().expect("batch");
+        let column = |name: &str| rb.column_by_name(name).expect(name).clone();
+        for name in [
+            "source_format",
+            "source_dataset",
+            "source_episode_index",
+            "source_fps",
+        ] {
+            assert!(column(name).is_null(0), "{name} of a recording");
+            assert!(column(name).is_valid(1), "{name} of an import");
+        }
+        // An empty revision is no revision.
+        assert!(column("source_revision").is_null(1));
+        let index = column("source_episode_index");
+        let index = index.as_any().downcast_ref::<Int64Array>().expect("int64");
+        assert_eq!(index.value(1), 7);
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! Step 1: decode a landing episode and its `episode` metadata record.
 
+use std::collections::BTreeMap;
+
+use reel_manifest::warehouse::SourceDataset;
 use reel_mcap::LandingEpisode;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +25,64 @@ pub struct EpisodeInfo {
     pub robot_software_version: String,
     /// Recording start, ns since the Unix epoch (the first log time when not recorded).
     pub recorded_at_ns: i64,
+    /// The dataset an imported episode came from ([`source_keys`]); none for a recording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceDataset>,
+}
+
+/// Keys of the landing `episode` record that name the dataset an imported episode came
+/// from: `reel-import` writes them, the warehouse's `source_*` columns hold them.
+pub mod source_keys {
+    /// The dataset's format (`lerobot`, `hdf5.aloha`…); without it, the rest is ignored.
+    pub const FORMAT: &str = "source";
+    /// The dataset: its folder, repository id or file.
+    pub const DATASET: &str = "source.dataset";
+    /// Its revision.
+    pub const REVISION: &str = "source.revision";
+    /// The episode's index in it (an integer).
+    pub const EPISODE_INDEX: &str = "source.episode_index";
+    /// Its frame rate, Hz.
+    pub const FPS: &str = "source.fps";
+}
+
+/// The source named by an `episode` record, or the key whose value is not what it must be.
+fn source_of(
+    meta: &BTreeMap<String, String>,
+) -> std::result::Result<Option<SourceDataset>, String> {
+    let Some(format) = meta.get(source_keys::FORMAT).filter(|f| !f.is_empty()) else {
+        return Ok(None);
+    };
+    let text = |key: &str| meta.get(key).cloned().unwrap_or_default();
+    let episode_index = match meta.get(source_keys::EPISODE_INDEX) {
+        None => None,
+        Some(index) => Some(index.parse::<i64>().map_err(|_| {
+            format!(
+                "metadata `{}` is `{index}`, not an integer",
+                source_keys::EPISODE_INDEX
+            )
+        })?),
+    };
+    let fps = match meta.get(source_keys::FPS) {
+        None => None,
+        Some(fps) => Some(
+            fps.parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite() && *f > 0.0)
+                .ok_or_else(|| {
+                    format!(
+                        "metadata `{}` is `{fps}`, not a positive frame rate",
+                        source_keys::FPS
+                    )
+                })?,
+        ),
+    };
+    Ok(Some(SourceDataset {
+        format: format.clone(),
+        dataset: text(source_keys::DATASET),
+        revision: text(source_keys::REVISION),
+        episode_index,
+        fps,
+    }))
 }
 
 /// A decoded landing episode.
@@ -98,6 +159,7 @@ fn landing_of(
                 })?
         }
     };
+    let source = source_of(meta).map_err(landing_err)?;
     let episode_id = match meta.get("episode_id") {
         Some(id) if !id.is_empty() => id.clone(),
         _ => fallback_id.to_owned(),
@@ -112,6 +174,7 @@ fn landing_of(
             success,
             robot_software_version: text("robot_software_version"),
             recorded_at_ns,
+            source,
         },
         episode,
         bytes,
@@ -149,6 +212,43 @@ mod tests {
             assert_eq!(landing.episode.signals.len(), 4);
             assert_eq!(landing.bytes, synth.mcap.len() as u64);
         }
+    }
+
+    #[test]
+    fn an_imported_episode_names_its_source() {
+        let record = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            (pairs.iter())
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(source_of(&record(&[("task", "pick")])), Ok(None));
+        let source = source_of(&record(&[
+            (source_keys::FORMAT, "lerobot"),
+            (source_keys::DATASET, "lerobot/pusht"),
+            (source_keys::REVISION, "v3.0"),
+            (source_keys::EPISODE_INDEX, "12"),
+            (source_keys::FPS, "10"),
+        ]));
+        assert_eq!(
+            source,
+            Ok(Some(SourceDataset {
+                format: "lerobot".into(),
+                dataset: "lerobot/pusht".into(),
+                revision: "v3.0".into(),
+                episode_index: Some(12),
+                fps: Some(10.0),
+            }))
+        );
+        let bad_index = source_of(&record(&[
+            (source_keys::FORMAT, "lerobot"),
+            (source_keys::EPISODE_INDEX, "twelve"),
+        ]));
+        assert!(bad_index.is_err_and(|e| e.contains(source_keys::EPISODE_INDEX)));
+        let bad_fps = source_of(&record(&[
+            (source_keys::FORMAT, "hdf5.aloha"),
+            (source_keys::FPS, "0"),
+        ]));
+        assert!(bad_fps.is_err_and(|e| e.contains(source_keys::FPS)));
     }
 
     #[test]

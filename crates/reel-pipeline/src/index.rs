@@ -30,6 +30,7 @@ pub fn row_of(summary: &EpisodeSummary, ingested_at_ns: i64) -> WarehouseRow<'_>
         qc: summary.qc.summary(),
         uri: &summary.canonical_key,
         ingested_at_ns,
+        source: info.source.as_ref(),
     }
 }
 

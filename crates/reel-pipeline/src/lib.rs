@@ -63,7 +63,7 @@ pub use engine::{
     StaleEpisode, Step, StepReport, current_landing_keys, stale_episodes,
 };
 pub use enrich::{Enricher, LabelSet, MotionSegments, Segment};
-pub use episode::{EpisodeInfo, Landing, decode_landing, decode_recording};
+pub use episode::{EpisodeInfo, Landing, decode_landing, decode_recording, source_keys};
 pub use index::{encode_warehouse, row_of};
 pub use plan::{
     BatchTarget, Plan, PlanBatch, PlanEpisode, bin_pack, list_landing, make_plan, start_jitter,

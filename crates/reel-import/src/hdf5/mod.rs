@@ -89,6 +89,19 @@ struct Episode {
     fps: f64,
 }
 
+impl Episode {
+    /// The number ending the episode's group name (`demo_12`) or, for a file that is one
+    /// episode, its file name (`episode_3.hdf5`): how these layouts number episodes.
+    fn index(&self) -> Option<i64> {
+        let name = match &self.demo {
+            Some(group) => group.rsplit('/').next().unwrap_or(group).to_owned(),
+            None => self.file.file_stem()?.to_string_lossy().into_owned(),
+        };
+        let prefix = name.trim_end_matches(|c: char| c.is_ascii_digit());
+        name[prefix.len()..].parse().ok()
+    }
+}
+
 /// HDF5 files opened for import, their episodes listed.
 #[derive(Debug, Clone)]
 pub struct Hdf5Files {
@@ -476,8 +489,14 @@ fn record(
             crate::keys::SOURCE_DATASET.to_owned(),
             episode.file.display().to_string(),
         ),
-        ("hdf5.fps".to_owned(), episode.fps.to_string()),
+        (crate::keys::FPS.to_owned(), episode.fps.to_string()),
     ]);
+    if let Some(index) = episode.index() {
+        record.insert(
+            crate::keys::SOURCE_EPISODE_INDEX.to_owned(),
+            index.to_string(),
+        );
+    }
     for (k, v) in extra {
         record.insert((*k).to_owned(), v.clone());
     }

@@ -1,0 +1,61 @@
+//! What the import tests read back from the warehouse.
+
+use std::collections::BTreeMap;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use reel_import::ImportReport;
+use reel_io::Store;
+
+/// An episode's `source_*` warehouse columns, read with arrow-rs from the part the
+/// import's index step wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceColumns {
+    pub format: Option<String>,
+    pub dataset: Option<String>,
+    pub revision: Option<String>,
+    pub episode_index: Option<i64>,
+    pub fps: Option<f64>,
+}
+
+/// The source columns of every row of the import's warehouse part, by episode id.
+pub fn warehouse_sources(store: &Store, report: &ImportReport) -> BTreeMap<String, SourceColumns> {
+    let key = report
+        .ingest
+        .warehouse_part
+        .as_ref()
+        .expect("a warehouse part");
+    let part = store.read(key).expect("the warehouse part");
+    let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(part)
+        .expect("parquet")
+        .build()
+        .expect("reader")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let mut out = BTreeMap::new();
+    for batch in &batches {
+        let text = |name: &str, row: usize| {
+            let column = batch.column_by_name(name).expect(name).as_string::<i32>();
+            column.is_valid(row).then(|| column.value(row).to_owned())
+        };
+        let index = batch.column_by_name("source_episode_index").expect("index");
+        let index = index.as_primitive::<Int64Type>();
+        let fps = batch.column_by_name("source_fps").expect("fps");
+        let fps = fps.as_primitive::<Float64Type>();
+        for row in 0..batch.num_rows() {
+            out.insert(
+                text("episode_id", row).expect("an episode id"),
+                SourceColumns {
+                    format: text("source_format", row),
+                    dataset: text("source_dataset", row),
+                    revision: text("source_revision", row),
+                    episode_index: index.is_valid(row).then(|| index.value(row)),
+                    fps: fps.is_valid(row).then(|| fps.value(row)),
+                },
+            );
+        }
+    }
+    out
+}
