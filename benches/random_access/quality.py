@@ -114,6 +114,21 @@ def exported_key(topic: str) -> str:
     return "observation.images." + topic.strip("/").replace("/", ".")
 
 
+def exported_grids(root: Path, episodes: list) -> list[list[int]]:
+    """reel-export's frame times: its fps grid from the latest first camera frame, as many
+    frames as the dataset's episode table says."""
+    import pyarrow.parquet as pq
+
+    fps = json.loads((root / "meta/info.json").read_text())["fps"]
+    table = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet", columns=["episode_index", "length"])
+    lengths = dict(zip(table.column("episode_index").to_pylist(), table.column("length").to_pylist()))
+    grids = []
+    for index, episode in enumerate(episodes):
+        start = max(s.times_ns[0] for s in episode.cameras.values())
+        grids.append([start + round(k * 1e9 / fps) for k in range(lengths[index])])
+    return grids
+
+
 def lerobot_dataset(root: Path, canonical: Path, landing: Landing, exported: tuple[str, list[str]] | None = None) -> dict:
     if exported is None:
         build = json.loads((root / "reel_peer_build.json").read_text())
@@ -122,6 +137,7 @@ def lerobot_dataset(root: Path, canonical: Path, landing: Landing, exported: tup
         label, names = exported
     errors, video_bytes, frames_total = [], 0, 0
     episodes = [read_episode(canonical / name) for name in names]
+    grids = [grid_times(e) for e in episodes] if exported is None else exported_grids(root, episodes)
     for key in episodes[0].cameras:
         folder = key if exported is None else exported_key(episodes[0].cameras[key].topic)
         files = sorted((root / "videos" / folder).glob("*/*.mp4"))
@@ -131,9 +147,8 @@ def lerobot_dataset(root: Path, canonical: Path, landing: Landing, exported: tup
             with av.open(str(file)) as container:
                 decoded += [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
         at = 0
-        for episode in episodes:
+        for episode, grid in zip(episodes, grids):
             stream = episode.cameras[key]
-            grid = grid_times(episode)
             for k, t in enumerate(grid):
                 if k % STEP == 0:
                     log_time = stream.times_ns[stream.index_at_or_before(t)]
@@ -160,7 +175,7 @@ def imported_store(name: str, store: Path, dataset: Path, canonical: Path, landi
         with open(path, "rb") as f:
             reader = make_reader(f, decoder_factories=[ProtobufDecoders()])
             record = next(m.metadata for m in reader.iter_metadata() if m.name == "episode")
-            fps = float(record["lerobot.fps"])
+            fps = float(record["source.fps"])
             episode = episodes[int(record["source.episode_index"])]
             summary = reader.get_summary()
             cameras = sorted(c.topic for c in summary.channels.values() if c.metadata.get("reel.kind") == "camera")

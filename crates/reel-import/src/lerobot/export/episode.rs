@@ -200,8 +200,9 @@ pub(crate) fn export_episode(
         return Err(Error::dataset(&name, "its streams share no time span"));
     }
     let period = 1e9 / f64::from(fps);
-    // Half a period of slack: grids recorded at a rounded period end a few ns short.
-    let frames = ((last - first) as f64 / period + 0.5).floor() as usize + 1;
+    // A thousandth of a period of slack: grids recorded at a rounded period end a few ns
+    // short of a whole number of periods.
+    let frames = ((last - first) as f64 / period + 1e-3).floor() as usize + 1;
     let grid: Vec<u64> = (0..frames)
         .map(|i| first + (i as f64 * period).round() as u64)
         .collect();
