@@ -53,29 +53,28 @@ fn source_of(
         return Ok(None);
     };
     let text = |key: &str| meta.get(key).cloned().unwrap_or_default();
-    let episode_index = match meta.get(source_keys::EPISODE_INDEX) {
-        None => None,
-        Some(index) => Some(index.parse::<i64>().map_err(|_| {
-            format!(
-                "metadata `{}` is `{index}`, not an integer",
-                source_keys::EPISODE_INDEX
-            )
-        })?),
-    };
-    let fps = match meta.get(source_keys::FPS) {
-        None => None,
-        Some(fps) => Some(
-            fps.parse::<f64>()
-                .ok()
+    let episode_index = (meta.get(source_keys::EPISODE_INDEX))
+        .map(|index| {
+            index.parse::<i64>().map_err(|_| {
+                format!(
+                    "metadata `{}` is `{index}`, not an integer",
+                    source_keys::EPISODE_INDEX
+                )
+            })
+        })
+        .transpose()?;
+    let fps = (meta.get(source_keys::FPS))
+        .map(|fps| {
+            (fps.parse::<f64>().ok())
                 .filter(|f| f.is_finite() && *f > 0.0)
                 .ok_or_else(|| {
                     format!(
                         "metadata `{}` is `{fps}`, not a positive frame rate",
                         source_keys::FPS
                     )
-                })?,
-        ),
-    };
+                })
+        })
+        .transpose()?;
     Ok(Some(SourceDataset {
         format: format.clone(),
         dataset: text(source_keys::DATASET),
