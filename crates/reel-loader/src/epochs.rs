@@ -94,6 +94,15 @@ impl Iterator for Epochs {
                 return Some(item);
             }
             let done = batches.state();
+            // Every sample of a whole epoch skipped (max_skipped allowing it): the next
+            // epoch would deliver nothing either, for ever.
+            if self.state.batch == 0 && batches.stats().batches == 0 {
+                self.ended = true;
+                return Some(Err(LoaderError::NoBatches {
+                    epoch: self.state.epoch,
+                    rank: self.loader.options().rank,
+                }));
+            }
             self.finished = add(self.finished, batches.stats());
             merge_skipped(&mut self.finished_skipped, batches.skipped_episodes());
             self.state = next_epoch_if_done(batches);

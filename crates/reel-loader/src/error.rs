@@ -34,6 +34,20 @@ pub enum LoaderError {
     /// The manifest selects no sample under the spec.
     #[error("{path}: no samples under this spec (episodes shorter than its windows?)")]
     NoSamples { path: PathBuf },
+    /// The spec samples by another rule than the manifest was curated with, and the
+    /// manifest is too large to index under the spec's rule on every rank.
+    #[error(
+        "{path}: the spec samples with {spec}, the manifest was curated with {curated}; \
+         its {rows} rows are more than the {limit} a loader re-indexes under another rule: \
+         curate it with {spec}"
+    )]
+    ResampledManifest {
+        path: PathBuf,
+        rows: usize,
+        limit: usize,
+        spec: String,
+        curated: String,
+    },
     /// A resume state that does not belong to this loader.
     #[error("resume state epoch {epoch} batch {batch} is past the {batches} batches of an epoch")]
     BadState {
@@ -81,6 +95,7 @@ impl LoaderError {
             | Self::TooManySkipped { .. }
             | Self::NoReadableEpisode { .. } => ErrorKind::BadInput,
             Self::Spec { .. }
+            | Self::ResampledManifest { .. }
             | Self::BadShard { .. }
             | Self::NoSamples { .. }
             | Self::BadState { .. }

@@ -5,9 +5,10 @@ use std::any::Any;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use reel_cache::{BlockCache, CacheConfig};
 use reel_io::{ByteSource, MmapSource, Store, StoreOptions};
@@ -17,7 +18,7 @@ use reel_video::RgbConversion;
 use serde::{Deserialize, Serialize};
 
 use crate::assemble::{CameraPlan, DepthPlan, ProprioPlan, Worker, WorkerCounts};
-use crate::batch::Batch;
+use crate::batch::{Batch, Skipped};
 use crate::error::{LoaderError, Result};
 use crate::host::{BufferPool, HostMemory};
 use crate::order::{AnchorIndex, EpochOrder, Shuffle};
@@ -243,7 +244,7 @@ impl Loader {
                 world: options.world,
             });
         }
-        let index = AnchorIndex::new(&manifest, spec.sampling_rule());
+        let index = AnchorIndex::new(&manifest, spec.sampling_rule())?;
         if index.total() == 0 {
             return Err(LoaderError::NoSamples {
                 path: manifest.path().to_path_buf(),
@@ -430,14 +431,13 @@ impl Loader {
         let shared = &self.shared;
         let o = &shared.options;
         let order = EpochOrder::new(
-            &shared.manifest,
-            &shared.index,
+            shared.index.total(),
             o.shuffle,
             o.seed,
             epoch,
             o.rank,
             o.world,
-        )?;
+        );
         Ok(EpochSize::of(
             order.len(),
             o.batch_size.max(1) as u64,
@@ -466,14 +466,13 @@ impl Loader {
         let shared = &self.shared;
         let o = &shared.options;
         let order = Arc::new(EpochOrder::new(
-            &shared.manifest,
-            &shared.index,
+            shared.index.total(),
             o.shuffle,
             o.seed,
             state.epoch,
             o.rank,
             o.world,
-        )?);
+        ));
         let batch_size = o.batch_size.max(1) as u64;
         let total = EpochSize::of(order.len(), batch_size, o.drop_last).batches;
         if state.batch > total {
@@ -520,6 +519,7 @@ impl Loader {
             stats: LoadStats::default(),
             counts_at_start,
             skipped: BTreeMap::new(),
+            carried: Vec::new(),
             ended: false,
         })
     }
@@ -666,6 +666,8 @@ pub struct Batches {
     counts_at_start: WorkerCounts,
     /// The episodes whose samples were skipped so far, by URI.
     skipped: BTreeMap<String, SkippedEpisode>,
+    /// Skipped samples of batches left out for being empty, reported with the next batch.
+    carried: Vec<Skipped>,
     /// A worker was lost, or too many samples were skipped: no further batch comes.
     ended: bool,
 }
@@ -734,9 +736,23 @@ impl Iterator for Batches {
     type Item = Result<Batch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.ended || self.next >= self.total {
-            return None;
+        loop {
+            if let Some(item) = self.next_within(Duration::from_secs(3600)) {
+                return item;
+            }
         }
+    }
+}
+
+impl Batches {
+    /// [`Iterator::next`], waiting at most about `timeout` for a batch: `None` when none
+    /// came in time (ask again), else what `next` gives. For a consumer that must stay
+    /// responsive while it waits (Python's Ctrl-C).
+    pub fn next_within(&mut self, timeout: Duration) -> Option<Option<Result<Batch>>> {
+        if self.ended || self.next >= self.total {
+            return Some(None);
+        }
+        let deadline = Instant::now() + timeout;
         loop {
             if let Some(result) = self.pending.remove(&self.next) {
                 self.next += 1;
@@ -744,8 +760,11 @@ impl Iterator for Batches {
                     *delivered = self.next;
                 }
                 self.control.room.notify_all();
-                if let Ok(batch) = &result {
-                    self.stats.batches += 1;
+                let mut batch = match result {
+                    Ok(batch) => batch,
+                    Err(e) => return Some(Some(Err(e))),
+                };
+                {
                     self.stats.samples += batch.len() as u64;
                     self.stats.skipped += batch.skipped.len() as u64;
                     for s in &batch.skipped {
@@ -771,26 +790,43 @@ impl Iterator for Batches {
                             fraction: self.shared.options.max_skipped,
                             first,
                         };
-                        return Some(Err(self.end(too_many)));
+                        return Some(Some(Err(self.end(too_many))));
                     }
                 }
-                return Some(result);
+                // A batch whose samples were all skipped is never delivered (a trainer
+                // would take a loss over nothing): its skipped samples go with the next
+                // batch, and resuming passes it the same way.
+                if batch.is_empty() {
+                    self.carried.append(&mut batch.skipped);
+                    if self.next >= self.total {
+                        return Some(None);
+                    }
+                    continue;
+                }
+                self.stats.batches += 1;
+                if !self.carried.is_empty() {
+                    self.carried.append(&mut batch.skipped);
+                    batch.skipped = std::mem::take(&mut self.carried);
+                }
+                return Some(Some(Ok(batch)));
             }
-            match self.rx.recv() {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait) {
                 // Surfaces at once, ahead of batches still in order before it: the run
                 // is broken, and waiting on them could wait for ever.
                 Ok((_, Err(lost @ LoaderError::WorkerLost { .. }))) => {
-                    return Some(Err(self.end(lost)));
+                    return Some(Some(Err(self.end(lost))));
                 }
                 Ok((b, result)) => {
                     self.pending.insert(b, result);
                 }
-                Err(_) => {
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => {
                     let lost = LoaderError::WorkerLost {
                         batch: self.next,
                         reason: "every worker ended before sending it".to_string(),
                     };
-                    return Some(Err(self.end(lost)));
+                    return Some(Some(Err(self.end(lost))));
                 }
             }
         }

@@ -1,14 +1,13 @@
 //! Which samples exist (anchors of every manifest episode under the spec) and the order a
 //! rank visits them in an epoch: deterministic for (seed, epoch), disjoint across ranks,
-//! and addressable by position so a run can resume anywhere.
+//! and addressed by position in O(1) time and memory, whatever the manifest's size, so a
+//! run starts, rolls over into the next epoch and resumes anywhere without listing the
+//! corpus.
 
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
 use reel_manifest::{Manifest, SamplingRule};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{LoaderError, Result};
 
 /// How an epoch is shuffled: the throughput-versus-randomness knob.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,28 +15,45 @@ use crate::error::Result;
 pub enum Shuffle {
     /// Every sample of the manifest in one uniform random order.
     Global,
-    /// Runs of `run` consecutive anchors of one episode (a window one GOP read and one
-    /// decode serve) are shuffled, then the samples inside each run.
+    /// Blocks of `run` consecutive samples of the manifest (consecutive anchors of one
+    /// episode, a window one GOP read and one decode serve; a block at an episode's end
+    /// takes the next episode's first anchors) are shuffled, then the samples inside each
+    /// block.
     Locality { run: u64 },
 }
+
+/// Rows a spec whose sampling rule differs from the manifest's may index: the offsets of
+/// 2^20 rows are 8 MiB on each rank. A larger manifest is curated with the spec's rule.
+pub(crate) const MAX_RESAMPLED_ROWS: usize = 1 << 20;
 
 /// Anchors of every episode: global sample `g` is anchor `k` of episode row `r`.
 #[derive(Debug)]
 pub(crate) struct AnchorIndex {
     rule: SamplingRule,
-    /// The manifest's own sample offsets serve when its rule is the spec's.
+    /// The manifest's own sample offsets serve when its rule is the spec's; otherwise the
+    /// offsets under the spec's rule, for at most [`MAX_RESAMPLED_ROWS`] rows.
     own_offsets: Option<Vec<u64>>,
     total: u64,
 }
 
 impl AnchorIndex {
-    pub(crate) fn new(manifest: &Manifest, rule: SamplingRule) -> Self {
-        if manifest.meta().sampling == rule {
-            return Self {
+    pub(crate) fn new(manifest: &Manifest, rule: SamplingRule) -> Result<Self> {
+        let curated = manifest.meta().sampling;
+        if curated == rule {
+            return Ok(Self {
                 rule,
                 own_offsets: None,
                 total: manifest.num_samples(),
-            };
+            });
+        }
+        if manifest.len() > MAX_RESAMPLED_ROWS {
+            return Err(LoaderError::ResampledManifest {
+                path: manifest.path().to_path_buf(),
+                rows: manifest.len(),
+                limit: MAX_RESAMPLED_ROWS,
+                spec: rule_text(rule),
+                curated: rule_text(curated),
+            });
         }
         let mut offsets = Vec::with_capacity(manifest.len() + 1);
         let mut total = 0u64;
@@ -46,11 +62,11 @@ impl AnchorIndex {
             total += rule.num_samples(episode.start_ns(), episode.end_ns());
         }
         offsets.push(total);
-        Self {
+        Ok(Self {
             rule,
             own_offsets: Some(offsets),
             total,
-        }
+        })
     }
 
     pub(crate) fn total(&self) -> u64 {
@@ -62,14 +78,6 @@ impl AnchorIndex {
         Ok(match &self.own_offsets {
             Some(o) => o[row + 1] - o[row],
             None => manifest.episode(row)?.num_samples(),
-        })
-    }
-
-    /// First global sample of episode `row`.
-    pub(crate) fn first(&self, manifest: &Manifest, row: usize) -> Result<u64> {
-        Ok(match &self.own_offsets {
-            Some(o) => o[row],
-            None => manifest.episode(row)?.sample_offset(),
         })
     }
 
@@ -91,7 +99,18 @@ impl AnchorIndex {
     }
 }
 
-/// A rank's samples for one epoch, by position.
+/// A sampling rule as `reel-curate` takes it.
+fn rule_text(rule: SamplingRule) -> String {
+    format!(
+        "--anchor-hz {} --before {} --after {}",
+        1e9 / rule.period_ns.max(1) as f64,
+        rule.before_ns as f64 / 1e9,
+        rule.after_ns as f64 / 1e9
+    )
+}
+
+/// A rank's samples for one epoch, by position: nothing is listed, each position is
+/// computed when it is asked for.
 #[derive(Debug)]
 pub(crate) enum EpochOrder {
     /// Position `i` of the rank is `permute(rank + i * world)`.
@@ -101,84 +120,114 @@ pub(crate) enum EpochOrder {
         world: u64,
         len: u64,
     },
-    /// The rank's samples, listed (runs of one episode, runs and members shuffled).
-    Listed(Vec<u64>),
+    /// The manifest's samples in blocks of `run`: block `b` holds samples
+    /// `b * run .. min((b + 1) * run, total)`. Block position `p` of the epoch holds
+    /// block `blocks.apply(p)`, and the rank takes positions `rank, rank + world, …`;
+    /// inside a block the samples are permuted too. Only the last block of the manifest
+    /// may be short (`tail` samples): the rank that takes it skips its empty slots.
+    Locality {
+        blocks: Permutation,
+        key: u64,
+        run: u64,
+        total: u64,
+        rank: u64,
+        world: u64,
+        /// Where the short block sits in the rank's positions: (first position, its
+        /// length), when this rank takes it.
+        short: Option<(u64, u64)>,
+        len: u64,
+    },
 }
 
 impl EpochOrder {
+    /// The order of `total` samples (the [`AnchorIndex`]'s).
     pub(crate) fn new(
-        manifest: &Manifest,
-        index: &AnchorIndex,
+        total: u64,
         shuffle: Shuffle,
         seed: u64,
         epoch: u64,
         rank: usize,
         world: usize,
-    ) -> Result<Self> {
+    ) -> Self {
         let (rank, world) = (rank as u64, world as u64);
         let key = mix(mix(seed) ^ epoch);
         match shuffle {
-            Shuffle::Global => {
-                let total = index.total();
-                let len = if rank < total {
-                    (total - rank).div_ceil(world)
-                } else {
-                    0
-                };
-                Ok(Self::Global {
-                    permutation: Permutation::new(total, key),
-                    rank,
-                    world,
-                    len,
-                })
-            }
+            Shuffle::Global => Self::Global {
+                permutation: Permutation::new(total, key),
+                rank,
+                world,
+                len: share(total, rank, world),
+            },
             Shuffle::Locality { run } => {
                 let run = run.max(1);
-                // Runs of every episode, as (first global sample, length).
-                let mut runs: Vec<(u64, u64)> = Vec::new();
-                for row in 0..manifest.len() {
-                    let (first, count) = (index.first(manifest, row)?, index.count(manifest, row)?);
-                    let mut k = 0;
-                    while k < count {
-                        runs.push((first + k, run.min(count - k)));
-                        k += run;
-                    }
+                let num_blocks = total.div_ceil(run);
+                let blocks = Permutation::new(num_blocks, key);
+                let mine = share(num_blocks, rank, world);
+                let tail = total % run;
+                let short = (tail > 0)
+                    .then(|| blocks.invert(num_blocks - 1))
+                    .filter(|p| p % world == rank)
+                    .map(|p| ((p / world) * run, tail));
+                let len = mine * run - short.map_or(0, |(_, tail)| run - tail);
+                Self::Locality {
+                    blocks,
+                    key,
+                    run,
+                    total,
+                    rank,
+                    world,
+                    short,
+                    len,
                 }
-                let permutation = Permutation::new(runs.len() as u64, key);
-                let mut samples = Vec::new();
-                let mut position = rank;
-                while position < runs.len() as u64 {
-                    let r = permutation.apply(position);
-                    let (first, len) = runs[r as usize];
-                    let start = samples.len();
-                    samples.extend(first..first + len);
-                    let mut rng = ChaCha8Rng::seed_from_u64(mix(key ^ mix(r)));
-                    samples[start..].shuffle(&mut rng);
-                    position += world;
-                }
-                Ok(Self::Listed(samples))
             }
         }
     }
 
     pub(crate) fn len(&self) -> u64 {
         match self {
-            Self::Global { len, .. } => *len,
-            Self::Listed(v) => v.len() as u64,
+            Self::Global { len, .. } | Self::Locality { len, .. } => *len,
         }
     }
 
     /// Global sample at the rank's position `i` (`i < len()`).
     pub(crate) fn at(&self, i: u64) -> u64 {
-        match self {
+        match *self {
             Self::Global {
                 permutation,
                 rank,
                 world,
                 ..
             } => permutation.apply(rank + i * world),
-            Self::Listed(v) => v[i as usize],
+            Self::Locality {
+                blocks,
+                key,
+                run,
+                total,
+                rank,
+                world,
+                short,
+                ..
+            } => {
+                // Positions past the short block skip its empty slots.
+                let i = match short {
+                    Some((first, tail)) if i >= first + tail => i + (run - tail),
+                    _ => i,
+                };
+                let block = blocks.apply(rank + (i / run) * world);
+                let first = block * run;
+                let members = Permutation::new(run.min(total - first), mix(key ^ mix(block)));
+                first + members.apply(i % run)
+            }
         }
+    }
+}
+
+/// Items of `0..n` a rank takes when ranks take every `world`-th from `rank` on.
+fn share(n: u64, rank: u64, world: u64) -> u64 {
+    if rank < n {
+        (n - rank).div_ceil(world)
+    } else {
+        0
     }
 }
 
@@ -214,12 +263,38 @@ impl Permutation {
         }
     }
 
+    /// The `x` whose [`Permutation::apply`] is `y`: walking the network backwards passes
+    /// through the same out-of-range values the forward walk did.
+    pub(crate) fn invert(&self, mut y: u64) -> u64 {
+        debug_assert!(y < self.n);
+        loop {
+            y = self.decrypt(y);
+            if y < self.n {
+                return y;
+            }
+        }
+    }
+
+    fn round(&self, round: u64, half: u64) -> u64 {
+        mix(self.key ^ mix(half ^ (round << 58))) & self.mask()
+    }
+
+    fn mask(&self) -> u64 {
+        (1u64 << self.half_bits) - 1
+    }
+
     fn encrypt(&self, x: u64) -> u64 {
-        let mask = (1u64 << self.half_bits) - 1;
-        let (mut left, mut right) = (x >> self.half_bits, x & mask);
+        let (mut left, mut right) = (x >> self.half_bits, x & self.mask());
         for round in 0..ROUNDS {
-            let f = mix(self.key ^ mix(right ^ (round << 58))) & mask;
-            (left, right) = (right, left ^ f);
+            (left, right) = (right, left ^ self.round(round, right));
+        }
+        (left << self.half_bits) | right
+    }
+
+    fn decrypt(&self, y: u64) -> u64 {
+        let (mut left, mut right) = (y >> self.half_bits, y & self.mask());
+        for round in (0..ROUNDS).rev() {
+            (left, right) = (right ^ self.round(round, left), left);
         }
         (left << self.half_bits) | right
     }
@@ -247,6 +322,7 @@ mod tests {
                     let j = p.apply(i);
                     assert!(!seen[j as usize], "n={n}: {j} twice");
                     seen[j as usize] = true;
+                    assert_eq!(p.invert(j), i, "n={n}: invert({j})");
                 }
             }
         }
@@ -259,5 +335,222 @@ mod tests {
         assert!(same < 20, "{same} fixed points shared");
         let moved = (0..1000).filter(|&i| a.apply(i) != i).count();
         assert!(moved > 980, "only {moved} of 1000 moved");
+    }
+
+    const ORDERS: [Shuffle; 4] = [
+        Shuffle::Global,
+        Shuffle::Locality { run: 1 },
+        Shuffle::Locality { run: 7 },
+        Shuffle::Locality { run: 32 },
+    ];
+
+    /// Every rank's order of one epoch, listed.
+    fn ranks(total: u64, shuffle: Shuffle, seed: u64, epoch: u64, world: usize) -> Vec<Vec<u64>> {
+        (0..world)
+            .map(|rank| {
+                let order = EpochOrder::new(total, shuffle, seed, epoch, rank, world);
+                (0..order.len()).map(|i| order.at(i)).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shards_are_disjoint_and_cover_every_sample_exhaustively_at_small_sizes() {
+        for total in [1u64, 2, 6, 7, 31, 32, 33, 100, 1000, 1031] {
+            for shuffle in ORDERS {
+                for world in [1, 2, 3, 8] {
+                    let mut seen = vec![0u32; total as usize];
+                    for order in ranks(total, shuffle, 5, 2, world) {
+                        for g in order {
+                            seen[g as usize] += 1;
+                        }
+                    }
+                    assert!(
+                        seen.iter().all(|&n| n == 1),
+                        "{shuffle:?}, {total} samples, world {world}: {:?}",
+                        seen.iter()
+                            .enumerate()
+                            .filter(|(_, n)| **n != 1)
+                            .take(5)
+                            .collect::<Vec<_>>()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shards_differ_by_less_than_two_blocks() {
+        for shuffle in ORDERS {
+            let run = match shuffle {
+                Shuffle::Global => 1,
+                Shuffle::Locality { run } => run,
+            };
+            let lens: Vec<u64> = (0..8)
+                .map(|rank| EpochOrder::new(10_007, shuffle, 1, 0, rank, 8).len())
+                .collect();
+            let (min, max) = (lens.iter().min(), lens.iter().max());
+            // One block more, and the short last block's missing samples.
+            assert!(
+                max.zip(min).is_some_and(|(a, b)| a - b < 2 * run),
+                "{shuffle:?}: {lens:?}"
+            );
+            assert_eq!(lens.iter().sum::<u64>(), 10_007, "{shuffle:?}");
+        }
+    }
+
+    #[test]
+    fn locality_keeps_blocks_together_and_shuffles_inside_them() {
+        let order = EpochOrder::new(100_000, Shuffle::Locality { run: 16 }, 9, 0, 0, 1);
+        let samples: Vec<u64> = (0..order.len()).map(|i| order.at(i)).collect();
+        for chunk in samples.chunks(16) {
+            let block = chunk[0] / 16;
+            assert!(chunk.iter().all(|g| g / 16 == block), "{chunk:?}");
+        }
+        let in_order = samples.chunks(16).filter(|c| c.is_sorted()).count();
+        assert!(in_order < 10, "{in_order} of 6250 blocks unshuffled");
+        let ascending = samples.chunks(16).map(|c| c[0] / 16).collect::<Vec<_>>();
+        assert!(!ascending.is_sorted(), "blocks not shuffled");
+    }
+
+    #[test]
+    fn orders_depend_on_seed_and_epoch_only() {
+        for shuffle in ORDERS {
+            let a = ranks(5000, shuffle, 1, 0, 2);
+            assert_eq!(a, ranks(5000, shuffle, 1, 0, 2), "{shuffle:?}");
+            assert_ne!(a, ranks(5000, shuffle, 1, 1, 2), "{shuffle:?}: epochs");
+            assert_ne!(a, ranks(5000, shuffle, 2, 0, 2), "{shuffle:?}: seeds");
+        }
+    }
+
+    /// The (rank, position) that holds global sample `g`: the order run backwards.
+    fn owner(order: &EpochOrder, total: u64, world: u64, g: u64) -> (u64, u64) {
+        match *order {
+            EpochOrder::Global { permutation, .. } => {
+                let p = permutation.invert(g);
+                (p % world, p / world)
+            }
+            EpochOrder::Locality {
+                blocks, key, run, ..
+            } => {
+                let block = g / run;
+                let members = Permutation::new(run.min(total - block * run), mix(key ^ mix(block)));
+                let p = blocks.invert(block);
+                let (rank, mut i) = (p % world, (p / world) * run + members.invert(g % run));
+                // Past the short block, the rank's positions close its empty slots.
+                let tail = total % run;
+                let last = blocks.invert(total.div_ceil(run) - 1);
+                if tail > 0 && last % world == rank && p / world > last / world {
+                    i -= run - tail;
+                }
+                (rank, i)
+            }
+        }
+    }
+
+    #[test]
+    fn a_hundred_million_samples_are_a_bijection_at_sampled_positions() {
+        let total = 100_000_037u64;
+        let world = 24u64;
+        let mut rng = 0x1234_5678u64;
+        let mut next = || {
+            rng = mix(rng);
+            rng
+        };
+        for shuffle in ORDERS {
+            let orders: Vec<EpochOrder> = (0..world)
+                .map(|rank| EpochOrder::new(total, shuffle, 3, 7, rank as usize, world as usize))
+                .collect();
+            assert_eq!(
+                orders.iter().map(EpochOrder::len).sum::<u64>(),
+                total,
+                "{shuffle:?}"
+            );
+            for _ in 0..20_000 {
+                // Every sample belongs to one position of one rank, which yields it...
+                let g = next() % total;
+                let (rank, i) = owner(&orders[0], total, world, g);
+                let order = &orders[rank as usize];
+                assert!(
+                    i < order.len(),
+                    "{shuffle:?}: {g} at {i} of {}",
+                    order.len()
+                );
+                assert_eq!(order.at(i), g, "{shuffle:?}: sample {g}");
+                // ...and every position of every rank yields a sample only it holds.
+                let rank = next() % world;
+                let order = &orders[rank as usize];
+                let i = next() % order.len();
+                let g = order.at(i);
+                assert!(g < total);
+                assert_eq!(owner(&orders[0], total, world, g), (rank, i), "{shuffle:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_resumed_order_equals_the_uninterrupted_one() {
+        // Positions are computed, not listed: an order made afresh at any position (a
+        // resumed run) yields what the first one yields there.
+        for shuffle in ORDERS {
+            let first = EpochOrder::new(1_000_003, shuffle, 4, 1, 1, 3);
+            let whole: Vec<u64> = (0..first.len()).map(|i| first.at(i)).collect();
+            for from in [0, 1, 15, 16, 17, first.len() / 2, first.len() - 1] {
+                let resumed = EpochOrder::new(1_000_003, shuffle, 4, 1, 1, 3);
+                let rest: Vec<u64> = (from..resumed.len()).map(|i| resumed.at(i)).collect();
+                assert_eq!(rest, whole[from as usize..], "{shuffle:?} from {from}");
+            }
+        }
+    }
+
+    /// A manifest of `rows` rows of 10 s each, curated at 10 Hz without margins.
+    fn manifest_of(dir: &std::path::Path, rows: usize) -> Manifest {
+        let path = dir.join(format!("m{rows}.arrow"));
+        let meta =
+            reel_manifest::ManifestMeta::new("q", "test", SamplingRule::at_hz(10.0, 0.0, 0.0));
+        let mut writer = reel_manifest::ManifestWriter::create(&path, &meta).expect("manifest");
+        let ids: Vec<String> = (0..rows).map(|i| format!("ep{i}")).collect();
+        let (start, end) = (vec![0i64; rows], vec![10_000_000_000i64; rows]);
+        let (bytes, counts) = (vec![1u64; rows], vec![1u32; rows]);
+        writer
+            .push_columns(
+                ids.iter().map(String::as_str),
+                ids.iter().map(String::as_str),
+                reel_manifest::ManifestNumbers {
+                    start_ns: &start,
+                    end_ns: &end,
+                    bytes: &bytes,
+                    camera_frames: &counts,
+                    state_steps: &counts,
+                    action_steps: &counts,
+                },
+            )
+            .expect("rows");
+        writer.finish().expect("finish");
+        Manifest::open(&path).expect("open")
+    }
+
+    #[test]
+    fn another_rule_is_indexed_for_small_manifests_and_refused_for_large_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rule = SamplingRule::at_hz(5.0, 1.0, 0.0);
+        let small = manifest_of(dir.path(), 3);
+        let index = AnchorIndex::new(&small, rule).expect("small manifests are re-indexed");
+        assert_eq!(index.total(), 3 * 46);
+        assert_eq!(
+            index.locate(&small, 47).expect("sample"),
+            (1, 1_200_000_000)
+        );
+        let large = manifest_of(dir.path(), MAX_RESAMPLED_ROWS + 1);
+        let error = AnchorIndex::new(&large, rule).expect_err("refused");
+        let message = error.to_string();
+        assert!(
+            message.contains("curate it with --anchor-hz 5 --before 1 --after 0")
+                && message.contains("curated with --anchor-hz 10 --before 0 --after 0"),
+            "{message}"
+        );
+        // The manifest's own rule needs no index, whatever its size.
+        let own = AnchorIndex::new(&large, SamplingRule::at_hz(10.0, 0.0, 0.0)).expect("own rule");
+        assert_eq!(own.total(), (MAX_RESAMPLED_ROWS as u64 + 1) * 101);
     }
 }

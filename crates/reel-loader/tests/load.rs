@@ -623,11 +623,13 @@ fn locality_runs_are_served_together() {
         ..LoaderOptions::default()
     };
     let all = samples(&all_batches(&loader(&f, &spec, options), 0));
-    // The run of a sample: its episode and which `run` consecutive anchors it is among.
+    // The block of a sample: which `run` consecutive samples of the manifest it is among
+    // (consecutive anchors of an episode, the last ones of one and the first of the next
+    // where a block crosses their boundary).
     let run_of = |(row, anchor): (i64, i64)| {
-        let start = manifest.episode(row as usize).expect("row").start_ns();
-        let k = (anchor - start - rule.before_ns as i64) / rule.period_ns as i64;
-        (row, k as u64 / run)
+        let episode = manifest.episode(row as usize).expect("row");
+        let k = (anchor - episode.start_ns() - rule.before_ns as i64) / rule.period_ns as i64;
+        (episode.sample_offset() + k as u64) / run
     };
     let mut seen = BTreeSet::new();
     let mut previous = None;
