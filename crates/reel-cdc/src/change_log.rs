@@ -140,7 +140,7 @@ impl ChangeLog {
     /// Removes the parts of a killed run that its progress record never covered, and
     /// stale temporaries of killed writes; returns how many parts.
     pub fn remove_uncommitted(&self) -> Result<usize> {
-        self.store.remove_stale_temporaries(CHANGES_PREFIX)?;
+        self.store.remove_stale_temporaries()?;
         let mut removed = 0;
         for key in self.parts()? {
             if parse_part_key(&key).is_some_and(|(_, lsn)| lsn > self.progress.lsn) {

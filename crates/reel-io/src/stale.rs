@@ -42,34 +42,14 @@ fn is_stale(pid: u32, modified: SystemTime) -> bool {
 /// returns their paths. A missing folder has none; a temporary that vanished meanwhile
 /// (its writer renamed it, another cleaner removed it) is not an error.
 pub fn remove_stale_temporaries(dir: &Path, of: Option<&str>) -> std::io::Result<Vec<PathBuf>> {
-    Ok(sweep(dir, of)?.removed)
-}
-
-/// What one pass over a folder did and saw.
-pub(crate) struct Sweep {
-    /// Stale temporaries removed.
-    pub(crate) removed: Vec<PathBuf>,
-    /// Folders inside it, for a caller that walks a tree.
-    pub(crate) folders: Vec<PathBuf>,
-}
-
-/// One read of `dir`: its stale temporaries removed, its subfolders listed.
-pub(crate) fn sweep(dir: &Path, of: Option<&str>) -> std::io::Result<Sweep> {
-    let mut sweep = Sweep {
-        removed: Vec::new(),
-        folders: Vec::new(),
-    };
+    let mut removed = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(sweep),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
         Err(e) => return Err(e),
     };
     for entry in entries {
         let entry = entry?;
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            sweep.folders.push(entry.path());
-            continue;
-        }
         let name = entry.file_name();
         let Some(pid) = name.to_str().and_then(|n| temporary_pid(n, of)) else {
             continue;
@@ -77,13 +57,13 @@ pub(crate) fn sweep(dir: &Path, of: Option<&str>) -> std::io::Result<Sweep> {
         let Ok(meta) = entry.metadata() else { continue };
         if meta.is_file() && meta.modified().is_ok_and(|m| is_stale(pid, m)) {
             match std::fs::remove_file(entry.path()) {
-                Ok(()) => sweep.removed.push(entry.path()),
+                Ok(()) => removed.push(entry.path()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
         }
     }
-    Ok(sweep)
+    Ok(removed)
 }
 
 #[cfg(test)]

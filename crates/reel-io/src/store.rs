@@ -31,6 +31,10 @@ pub struct StoreOptions {
 /// exponential backoff from 50 ms up to 5 s.
 pub const DEFAULT_RETRIES: usize = 4;
 
+/// The folder of a local store where its writes are made before they are renamed into
+/// place (hidden, at the store's root, on the same filesystem as every object).
+pub const TEMPORARIES: &str = ".reel-tmp";
+
 impl fmt::Debug for StoreOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StoreOptions")
@@ -179,26 +183,23 @@ impl Store {
         crate::redact(&format!("{}/{key}", uri.trim_end_matches('/'))).into_owned()
     }
 
-    /// Removes the stale temporaries of killed writers under `prefix` (every folder below
-    /// it) of a local store, and returns how many; an S3 store has none (a PUT is
-    /// atomic). See [`remove_stale_temporaries`](crate::remove_stale_temporaries).
-    pub fn remove_stale_temporaries(&self, prefix: &str) -> Result<usize> {
-        let prefix = confine_key(prefix)?;
+    /// Removes the stale temporaries of killed writers of a local store and returns how
+    /// many; an S3 store has none (a PUT is atomic). Every temporary of a local store is
+    /// written in one folder, [`TEMPORARIES`], and renamed into place from there, so this
+    /// reads that folder alone: its cost is the writes in flight, not the objects stored
+    /// (a walk of `canonical/` at 43 million episodes would be minutes per ingest batch).
+    /// See [`remove_stale_temporaries`](crate::remove_stale_temporaries).
+    pub fn remove_stale_temporaries(&self) -> Result<usize> {
         let Some(root) = &self.inner.local_root else {
             return Ok(0);
         };
-        let mut removed = 0;
-        let mut folders = vec![root.join(prefix)];
-        while let Some(folder) = folders.pop() {
-            let io_err = |source| Error::Io {
+        let folder = root.join(TEMPORARIES);
+        let removed =
+            crate::remove_stale_temporaries(&folder, None).map_err(|source| Error::Io {
                 name: folder.display().to_string(),
                 source,
-            };
-            let sweep = crate::stale::sweep(&folder, None).map_err(io_err)?;
-            removed += sweep.removed.len();
-            folders.extend(sweep.folders);
-        }
-        Ok(removed)
+            })?;
+        Ok(removed.len())
     }
 
     /// The path of object `key` of a local store (`None` for S3), for callers that map
@@ -279,12 +280,8 @@ impl Store {
                 .map(|_| ())
                 .map_err(|e| self.store_err(key, e));
         }
-        let (dir, file) = key.rsplit_once('/').unwrap_or(("", key));
-        let tmp = if dir.is_empty() {
-            format!(".{file}.{}", temp_suffix())
-        } else {
-            format!("{dir}/.{file}.{}", temp_suffix())
-        };
+        let file = key.rsplit_once('/').map_or(key, |(_, file)| file);
+        let tmp = format!("{TEMPORARIES}/.{file}.{}", temp_suffix());
         self.block_on(async {
             op.write(&tmp, data).await?;
             if let Err(e) = op.rename(&tmp, key).await {
@@ -322,7 +319,9 @@ impl Store {
             std::fs::create_dir_all(dir).map_err(io_err)?;
         }
         let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
-        let tmp = path.with_file_name(format!(".{}.{}", file.unwrap_or_default(), temp_suffix()));
+        let temporaries = root.join(TEMPORARIES);
+        std::fs::create_dir_all(&temporaries).map_err(io_err)?;
+        let tmp = temporaries.join(format!(".{}.{}", file.unwrap_or_default(), temp_suffix()));
         std::fs::write(&tmp, &data).map_err(io_err)?;
         let linked = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);
@@ -355,6 +354,34 @@ impl Store {
     /// Every object key under `prefix`, at any depth (partitioned datasets), sorted.
     pub fn list_recursive(&self, prefix: &str) -> Result<Vec<String>> {
         self.list_files(prefix, true)
+    }
+
+    /// Every object under `prefix`, at any depth, with its length, sorted by key: one
+    /// listing, no request per object (an S3 listing carries each object's size; a local
+    /// folder's sizes are read from its directory entries).
+    pub fn list_recursive_sized(&self, prefix: &str) -> Result<Vec<(String, u64)>> {
+        let prefix = confine_key(prefix)?;
+        let entries = self
+            .block_on(self.inner.op.list_with(prefix).recursive(true))
+            .map_err(|e| self.store_err(prefix, e))?;
+        let root = self.local_root().map(std::path::Path::to_path_buf);
+        let mut objects = Vec::with_capacity(entries.len());
+        for entry in entries.into_iter().filter(|e| e.metadata().is_file()) {
+            let len = match &root {
+                // A local listing names files only; a stat of each is a system call, not
+                // a request.
+                Some(root) => std::fs::metadata(root.join(entry.path()))
+                    .map_err(|e| Error::Io {
+                        name: self.name_of(entry.path()),
+                        source: e,
+                    })?
+                    .len(),
+                None => entry.metadata().content_length(),
+            };
+            objects.push((entry.path().to_owned(), len));
+        }
+        objects.sort_unstable();
+        Ok(objects)
     }
 
     fn list_files(&self, prefix: &str, recursive: bool) -> Result<Vec<String>> {

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use rayon::prelude::*;
 use reel_io::Store;
 use reel_manifest::fnv1a;
 use serde::{Deserialize, Serialize};
@@ -95,8 +94,9 @@ impl Plan {
 
 /// Landing episodes under `prefix` of `store`, with their sizes, sorted by key: the
 /// `*.mcap` objects directly under it, and the rosbag2 recordings in its folders (keyed by
-/// their `metadata.yaml`, sized by their `.db3` or `.mcap` files). Sizes are fetched in parallel (one
-/// stat each).
+/// their `metadata.yaml`, sized by their `.db3` or `.mcap` files). One listing of the
+/// prefix gives keys and sizes: no request per object, and time and memory linear in the
+/// objects listed.
 pub fn list_landing(store: &Store, prefix: &str) -> Result<Vec<PlanEpisode>> {
     let hidden = |k: &str| k.rsplit('/').next().unwrap_or(k).starts_with('.');
     let depth = |k: &str| {
@@ -105,36 +105,35 @@ pub fn list_landing(store: &Store, prefix: &str) -> Result<Vec<PlanEpisode>> {
             .matches('/')
             .count()
     };
-    let all = store.list_recursive(prefix)?;
-    let mut episodes: Vec<(String, Vec<String>)> = all
+    // Sorted by key, so a bag's files are one run of keys after its folder.
+    let all = store.list_recursive_sized(prefix)?;
+    let mut episodes: Vec<PlanEpisode> = all
         .iter()
-        .filter(|k| k.ends_with(".mcap") && depth(k) == 0 && !hidden(k))
-        .map(|k| (k.clone(), vec![k.clone()]))
+        .filter(|(k, _)| k.ends_with(".mcap") && depth(k) == 0 && !hidden(k))
+        .map(|(key, bytes)| PlanEpisode {
+            key: key.clone(),
+            bytes: *bytes,
+        })
         .collect();
-    for bag in all
+    for (bag, _) in all
         .iter()
-        .filter(|k| reel_mcap::is_rosbag2(k) && depth(k) == 1)
+        .filter(|(k, _)| reel_mcap::is_rosbag2(k) && depth(k) == 1)
     {
         let folder = bag.strip_suffix("metadata.yaml").unwrap_or(bag);
-        let files = all
+        let first = all.partition_point(|(k, _)| k.as_str() < folder);
+        let bytes = all[first..]
             .iter()
-            .filter(|k| k.starts_with(folder) && (k.ends_with(".db3") || k.ends_with(".mcap")))
-            .filter(|k| !hidden(k))
-            .cloned()
-            .collect();
-        episodes.push((bag.clone(), files));
+            .take_while(|(k, _)| k.starts_with(folder))
+            .filter(|(k, _)| (k.ends_with(".db3") || k.ends_with(".mcap")) && !hidden(k))
+            .map(|(_, bytes)| bytes)
+            .sum();
+        episodes.push(PlanEpisode {
+            key: bag.clone(),
+            bytes,
+        });
     }
-    episodes.sort();
-    episodes
-        .into_par_iter()
-        .map(|(key, files)| {
-            let bytes = files
-                .iter()
-                .map(|f| store.len_of(f))
-                .sum::<std::result::Result<u64, _>>()?;
-            Ok(PlanEpisode { key, bytes })
-        })
-        .collect()
+    episodes.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(episodes)
 }
 
 /// Bin-packs episodes by bytes. [`BatchTarget::Count`]: largest first into the lightest
@@ -168,21 +167,20 @@ pub fn bin_pack(mut episodes: Vec<PlanEpisode>, target: BatchTarget) -> Vec<Plan
             }
         }
         BatchTarget::Bytes(capacity) => {
+            let mut rooms = FirstFit::new(episodes.len(), capacity);
             for episode in episodes {
-                match batches
-                    .iter_mut()
-                    .find(|b| b.bytes + episode.bytes <= capacity)
-                {
-                    Some(batch) => {
-                        batch.bytes += episode.bytes;
-                        batch.episodes.push(episode);
-                    }
-                    None => batches.push(PlanBatch {
-                        index: batches.len(),
-                        bytes: episode.bytes,
-                        episodes: vec![episode],
-                    }),
+                let i = rooms.first_with(episode.bytes).unwrap_or(batches.len());
+                if i == batches.len() {
+                    batches.push(PlanBatch {
+                        index: i,
+                        bytes: 0,
+                        episodes: Vec::new(),
+                    });
                 }
+                let batch = &mut batches[i];
+                batch.bytes += episode.bytes;
+                batch.episodes.push(episode);
+                rooms.set(i, capacity.saturating_sub(batch.bytes));
             }
         }
     }
@@ -191,6 +189,49 @@ pub fn bin_pack(mut episodes: Vec<PlanEpisode>, target: BatchTarget) -> Vec<Plan
         batch.index = i;
     }
     batches
+}
+
+/// The room left in each batch, for first-fit in O(log batches) per episode instead of
+/// a walk over every batch (quadratic at millions of episodes): a tree whose nodes hold
+/// the largest room below them. Batches not opened yet have the whole capacity.
+struct FirstFit {
+    leaves: usize,
+    room: Vec<u64>,
+}
+
+impl FirstFit {
+    fn new(batches: usize, capacity: u64) -> Self {
+        let leaves = batches.max(1).next_power_of_two();
+        Self {
+            leaves,
+            room: vec![capacity; 2 * leaves],
+        }
+    }
+
+    /// The lowest batch with at least `bytes` of room.
+    fn first_with(&self, bytes: u64) -> Option<usize> {
+        if self.room[1] < bytes {
+            return None;
+        }
+        let mut node = 1;
+        while node < self.leaves {
+            node = if self.room[2 * node] >= bytes {
+                2 * node
+            } else {
+                2 * node + 1
+            };
+        }
+        Some(node - self.leaves)
+    }
+
+    fn set(&mut self, batch: usize, room: u64) {
+        let mut node = batch + self.leaves;
+        self.room[node] = room;
+        while node > 1 {
+            node /= 2;
+            self.room[node] = self.room[2 * node].max(self.room[2 * node + 1]);
+        }
+    }
 }
 
 /// Largest batch over the mean (1.0 when empty).
@@ -309,6 +350,41 @@ mod tests {
             contents,
             vec![vec![12], vec![9], vec![7, 3], vec![5, 4], vec![2]]
         );
+    }
+
+    #[test]
+    fn byte_target_packs_as_a_walk_over_every_batch_does() {
+        // The tree finds the batch the plain first-fit walk finds, for every episode.
+        let mut state = 7u64;
+        for capacity in [1u64, 50, 100, 1000] {
+            let sizes: Vec<u64> = (0..3000)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    1 + (state >> 33) % 120
+                })
+                .collect();
+            let mut input = episodes(&sizes);
+            let packed = bin_pack(input.clone(), BatchTarget::Bytes(capacity));
+            input.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.key.cmp(&b.key)));
+            let mut walked: Vec<Vec<PlanEpisode>> = Vec::new();
+            let mut bytes: Vec<u64> = Vec::new();
+            for e in input {
+                match bytes.iter().position(|b| b + e.bytes <= capacity) {
+                    Some(i) => {
+                        bytes[i] += e.bytes;
+                        walked[i].push(e);
+                    }
+                    None => {
+                        bytes.push(e.bytes);
+                        walked.push(vec![e]);
+                    }
+                }
+            }
+            let packed: Vec<Vec<PlanEpisode>> = packed.into_iter().map(|b| b.episodes).collect();
+            assert_eq!(packed, walked, "capacity {capacity}");
+        }
     }
 
     #[test]

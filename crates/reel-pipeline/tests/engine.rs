@@ -546,21 +546,25 @@ fn a_run_removes_the_stale_temporaries_of_killed_runs_and_only_those() {
         file.set_modified(modified).expect("mtime");
         path
     };
-    // What killed writers of each kind of output leave, a day old.
+    // What killed writers of each kind of output leave, a day old, in the store's one
+    // folder of temporaries.
     let stale: Vec<_> = [
-        "canonical/.ep-x.mcap.tmp-4000001-1-0",
-        "claims/.ep-x.json.tmp-4000001-1-0",
-        "episodes/.part-b-1.0.parquet.tmp-4000001-1-0",
-        "labels/motion/.ep-x.json.tmp-4000001-1-0",
-        "quarantine/.ep-x.json.tmp-4000001-1-0",
-        "state/canonical/.b@1.0.json.tmp-4000001-1-0",
+        ".ep-x.mcap.tmp-4000001-1-0",
+        ".ep-x.json.tmp-4000001-1-0",
+        ".part-b-1.0.parquet.tmp-4000001-1-0",
+        ".ep-x.json.tmp-4000002-1-0",
+        ".b@1.0.json.tmp-4000001-1-0",
     ]
     .into_iter()
-    .map(|key| plant(key, long_ago))
+    .map(|name| plant(&format!("{}/{name}", reel_io::TEMPORARIES), long_ago))
     .collect();
     // A write in flight: this process is its writer, and it is fresh.
     let live = plant(
-        &format!("canonical/.ep-y.mcap.tmp-{}-1-0", std::process::id()),
+        &format!(
+            "{}/.ep-y.mcap.tmp-{}-1-0",
+            reel_io::TEMPORARIES,
+            std::process::id()
+        ),
         std::time::SystemTime::now(),
     );
     let pipeline =

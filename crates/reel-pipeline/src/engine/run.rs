@@ -95,17 +95,9 @@ impl Pipeline {
             check_segment("enricher name", enricher.name())?;
         }
         // A run killed mid-write left temporaries behind: this run, the next of the same
-        // writer, removes the stale ones (one folder read each; S3 writes leave none).
-        for prefix in [
-            "canonical/",
-            "claims/",
-            "episodes/",
-            "labels/",
-            "quarantine/",
-            "state/",
-        ] {
-            self.state.store().remove_stale_temporaries(prefix)?;
-        }
+        // writer, removes the stale ones (one read of the store's temporaries folder,
+        // whatever the corpus holds; S3 writes leave none).
+        self.state.store().remove_stale_temporaries()?;
         let mut report = BatchReport {
             batch: batch.key.clone(),
             ..BatchReport::default()
