@@ -5,7 +5,7 @@
 //! evict its own data however it reads; only blocks outside every pin list compete for
 //! the remaining space.
 
-use std::collections::HashSet;
+use std::collections::{BinaryHeap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -22,6 +22,9 @@ use crate::{Error, Result};
 const STALE_TEMP: Duration = Duration::from_secs(600);
 /// While the cache is full of pinned blocks, rescan at most this often.
 const FULL_RESCAN: Duration = Duration::from_secs(10);
+/// A usage record older than this is not trusted: the next due check scans (other
+/// writers, deletions by hand and killed processes drift it).
+const RESCAN_AFTER: Duration = Duration::from_secs(600);
 
 /// One object version in a pin list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,13 +72,6 @@ pub struct ScanReport {
     pub evicted_bytes: u64,
     /// Stale temporary files of crashed writers deleted.
     pub stale_temps_removed: u64,
-}
-
-struct BlockEntry {
-    path: PathBuf,
-    dir: String,
-    bytes: u64,
-    mtime: SystemTime,
 }
 
 impl BlockCache {
@@ -135,23 +131,21 @@ impl BlockCache {
         self.inner.evict()
     }
 
-    /// Scans the cache folders without evicting anything: what they hold now.
+    /// Scans the cache folders without evicting anything: what they hold now. Memory
+    /// stays constant whatever the number of blocks.
     pub fn usage(&self) -> Result<ScanReport> {
         let pinned = self.inner.pinned_dirs()?;
-        let mut entries = Vec::new();
+        let mut report = ScanReport::default();
         for dir in &self.config().dirs {
-            scan_blocks(&dir.join("blocks"), &mut entries, false)?;
+            scan_blocks(&dir.join("blocks"), false, |e| {
+                report.blocks += 1;
+                report.used_bytes += e.bytes;
+                if pinned.contains(e.dir) {
+                    report.pinned_bytes += e.bytes;
+                }
+            })?;
         }
-        Ok(ScanReport {
-            blocks: entries.len() as u64,
-            used_bytes: entries.iter().map(|e| e.bytes).sum(),
-            pinned_bytes: entries
-                .iter()
-                .filter(|e| pinned.contains(&e.dir))
-                .map(|e| e.bytes)
-                .sum(),
-            ..ScanReport::default()
-        })
+        Ok(report)
     }
 
     fn pin_path(&self, name: &str) -> Result<PathBuf> {
@@ -230,27 +224,46 @@ impl Inner {
         inner.written_since_scan.store(0, Ordering::Relaxed);
 
         let pinned = self.pinned_dirs()?;
+        // First pass: totals only, in constant memory.
         let mut report = ScanReport::default();
-        let mut entries = Vec::new();
         for dir in &self.config.dirs {
-            report.stale_temps_removed += scan_blocks(&dir.join("blocks"), &mut entries, true)?;
+            report.stale_temps_removed += scan_blocks(&dir.join("blocks"), true, |e| {
+                report.blocks += 1;
+                report.used_bytes += e.bytes;
+                if pinned.contains(e.dir) {
+                    report.pinned_bytes += e.bytes;
+                }
+            })?;
         }
-        report.blocks = entries.len() as u64;
-        report.used_bytes = entries.iter().map(|e| e.bytes).sum();
-        let (pinned_entries, mut victims): (Vec<_>, Vec<_>) =
-            entries.into_iter().partition(|e| pinned.contains(&e.dir));
-        report.pinned_bytes = pinned_entries.iter().map(|e| e.bytes).sum();
-
         let capacity = self.config.capacity;
         let mut used = report.used_bytes;
         if used > capacity {
-            let target = capacity.saturating_sub(self.config.slack());
-            victims.sort_by_key(|e| e.mtime);
+            // Second pass: the least recently used unpinned blocks that free enough, and
+            // no more of them (a heap of the oldest, newest on top).
+            let to_free = used - capacity.saturating_sub(self.config.slack());
+            let mut oldest: BinaryHeap<Victim> = BinaryHeap::new();
+            let mut held = 0u64;
+            for dir in &self.config.dirs {
+                scan_blocks(&dir.join("blocks"), false, |e| {
+                    if pinned.contains(e.dir) {
+                        return;
+                    }
+                    oldest.push(Victim {
+                        mtime: e.mtime,
+                        bytes: e.bytes,
+                        path: e.path.to_path_buf(),
+                    });
+                    held += e.bytes;
+                    while oldest
+                        .peek()
+                        .is_some_and(|newest| held - newest.bytes >= to_free)
+                    {
+                        held -= oldest.pop().map_or(0, |v| v.bytes);
+                    }
+                })?;
+            }
             let mut emptied = HashSet::new();
-            for victim in victims {
-                if used <= target {
-                    break;
-                }
+            for victim in oldest.into_sorted_vec() {
                 match std::fs::remove_file(&victim.path) {
                     Ok(()) => {
                         report.evicted_blocks += 1;
@@ -260,7 +273,7 @@ impl Inner {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(Error::io(&victim.path, e)),
                 }
-                used -= victim.bytes;
+                used = used.saturating_sub(victim.bytes);
                 if let Some(parent) = victim.path.parent() {
                     emptied.insert(parent.to_owned());
                 }
@@ -270,6 +283,11 @@ impl Inner {
                 let _ = std::fs::remove_dir(dir);
             }
         }
+        UsageRecord {
+            used_bytes: used,
+            scanned_at_s: unix_seconds(),
+        }
+        .write(&self.config.dirs[0]);
         // Close the handles of what was just evicted, here or by another process's scan,
         // so that their disk space is freed now.
         inner.open_blocks.prune();
@@ -280,25 +298,117 @@ impl Inner {
     }
 
     /// Runs [`BlockCache::evict`] when this process has written its slack since the last
-    /// scan, or the cache was full at the last scan and a while has passed.
+    /// scan, or the cache was full at the last scan and a while has passed; a scan is
+    /// skipped while the usage record (the last scan's total plus what every process
+    /// wrote since) leaves room, so filling a large cache costs no scan per slack.
     pub(crate) fn maybe_evict(&self) {
         let inner = self;
-        let due = inner.written_since_scan.load(Ordering::Relaxed) >= self.config.slack()
+        let written = inner.written_since_scan.load(Ordering::Relaxed);
+        let due = written >= self.config.slack()
             || (inner.full.load(Ordering::Relaxed)
                 && inner
                     .last_scan
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .is_none_or(|t| t.elapsed() > FULL_RESCAN));
-        if due && self.evict().is_err() {
+        if !due {
+            return;
+        }
+        match self.count_written(written) {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(_) => add(&inner.counters.put_errors, 1),
+        }
+        if self.evict().is_err() {
             add(&inner.counters.put_errors, 1);
+        }
+    }
+
+    /// Adds `written` bytes to the usage record when it is recent and leaves room for
+    /// them (true: no scan needed), under the scan lock; false when a scan is due.
+    fn count_written(&self, written: u64) -> Result<bool> {
+        if self.full.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let root = &self.config.dirs[0];
+        let lock_path = root.join("evict.lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            // A scan is running: it counts what is on disk, these bytes included.
+            Err(std::fs::TryLockError::WouldBlock) => {
+                self.written_since_scan.store(0, Ordering::Relaxed);
+                return Ok(true);
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+        }
+        let Some(mut record) = UsageRecord::read(root) else {
+            return Ok(false);
+        };
+        let fresh = unix_seconds().saturating_sub(record.scanned_at_s) < RESCAN_AFTER.as_secs();
+        let after = record.used_bytes.saturating_add(written);
+        if !fresh || after > self.config.capacity {
+            return Ok(false);
+        }
+        record.used_bytes = after;
+        record.write(root);
+        self.written_since_scan.store(0, Ordering::Relaxed);
+        Ok(true)
+    }
+}
+
+/// What the last scan found, plus what processes wrote since: `usage.json` beside the
+/// scan lock. Lost or damaged, it only costs a scan.
+#[derive(Debug, Serialize, Deserialize)]
+struct UsageRecord {
+    used_bytes: u64,
+    scanned_at_s: u64,
+}
+
+impl UsageRecord {
+    fn read(root: &Path) -> Option<Self> {
+        serde_json::from_slice(&std::fs::read(root.join("usage.json")).ok()?).ok()
+    }
+
+    fn write(&self, root: &Path) {
+        if let Ok(json) = serde_json::to_vec(self) {
+            // A record not written means a scan next time, nothing worse.
+            let _ = reel_io::write_file_atomic(root.join("usage.json"), &json);
         }
     }
 }
 
-/// Collects the block files under `blocks` and, with `clean`, removes stale temporary
-/// files; returns how many temporary files were removed.
-fn scan_blocks(blocks: &Path, out: &mut Vec<BlockEntry>, clean: bool) -> Result<u64> {
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A block to delete: ordered by last use, newest greatest (the top of the heap).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Victim {
+    mtime: SystemTime,
+    bytes: u64,
+    path: PathBuf,
+}
+
+/// A block file seen by a scan.
+struct BlockEntry<'a> {
+    path: &'a Path,
+    /// Its object version's folder.
+    dir: &'a str,
+    bytes: u64,
+    mtime: SystemTime,
+}
+
+/// Shows each block file under `blocks` to `visit` (nothing is kept) and, with `clean`,
+/// removes stale temporary files; returns how many temporary files were removed.
+fn scan_blocks(blocks: &Path, clean: bool, mut visit: impl FnMut(BlockEntry<'_>)) -> Result<u64> {
     let mut removed = 0;
     let objects = match std::fs::read_dir(blocks) {
         Ok(entries) => entries,
@@ -313,7 +423,8 @@ fn scan_blocks(blocks: &Path, out: &mut Vec<BlockEntry>, clean: bool) -> Result<
             continue;
         };
         for file in files.flatten() {
-            let name = file.file_name().to_string_lossy().into_owned();
+            let name = file.file_name();
+            let name = name.to_string_lossy();
             let Ok(meta) = file.metadata() else { continue };
             let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
             if name.starts_with('.') && name.ends_with(".tmp") {
@@ -322,9 +433,9 @@ fn scan_blocks(blocks: &Path, out: &mut Vec<BlockEntry>, clean: bool) -> Result<
                     removed += 1;
                 }
             } else if name.ends_with(".blk") {
-                out.push(BlockEntry {
-                    path: file.path(),
-                    dir: dir.clone(),
+                visit(BlockEntry {
+                    path: &file.path(),
+                    dir: &dir,
                     bytes: meta.len(),
                     mtime,
                 });

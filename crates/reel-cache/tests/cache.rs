@@ -823,3 +823,56 @@ fn many_threads_hit_the_same_blocks_through_a_small_table() {
     assert_eq!(m.corrupt_blocks, 0);
     assert!(m.hits - before.hits >= 8 * 200);
 }
+
+#[test]
+fn filling_below_capacity_counts_writes_instead_of_scanning_and_still_evicts_at_capacity() {
+    let remote = tempfile::tempdir().unwrap();
+    let store = local_store(remote.path());
+    for i in 0..6 {
+        store
+            .write_atomic(&format!("o{i}.bin"), pattern(4 * BLOCK as usize, i))
+            .unwrap();
+    }
+    let cache_dir = tempfile::tempdir().unwrap();
+    let block_disk = BLOCK + 48 + 8 * 16 + 8;
+    // Room for 16 blocks, a due check after every block written.
+    let mut config = config(cache_dir.path(), 16 * block_disk);
+    config.eviction_slack = Some(block_disk);
+    let cache = BlockCache::for_store(config, &store).unwrap();
+    let record = |dir: &Path| -> u64 {
+        let text = std::fs::read(dir.join("usage.json")).expect("usage record");
+        serde_json::from_slice::<serde_json::Value>(&text).unwrap()["used_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    // The first due check scans (no record yet); the next ones only add what was written.
+    for i in 0..3 {
+        cache
+            .object(&format!("o{i}.bin"))
+            .unwrap()
+            .read_range(0..4 * BLOCK)
+            .unwrap();
+    }
+    let usage = cache.usage().unwrap();
+    assert_eq!(usage.blocks, 12);
+    assert_eq!(
+        record(cache_dir.path()),
+        usage.used_bytes,
+        "the record follows the writes"
+    );
+    // Past capacity, the due check scans and evicts the least recently used.
+    for i in 3..6 {
+        cache
+            .object(&format!("o{i}.bin"))
+            .unwrap()
+            .read_range(0..4 * BLOCK)
+            .unwrap();
+    }
+    let usage = cache.usage().unwrap();
+    assert!(usage.used_bytes <= 16 * block_disk, "{usage:?}");
+    assert!(
+        usage.blocks >= 14,
+        "evicts to capacity less the slack, no more: {usage:?}"
+    );
+    assert_eq!(record(cache_dir.path()), usage.used_bytes);
+}
