@@ -325,6 +325,71 @@ fn every_kind_of_change_lands_once_and_curation_joins_it() {
     assert!(!db.slot_exists("reel").expect("slots"));
 }
 
+#[test]
+fn rows_a_transaction_writes_after_its_truncate_are_kept() {
+    let pg = PgServer::start().expect("PostgreSQL");
+    let url = pg.metadata_database("metadata").expect("database");
+    let mut db = Database::connect(&url).expect("connect");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    let ids = warehouse_with_episodes(&warehouse, 20);
+    let insert = |db: &mut Database, id: &str, check: &str| {
+        db.query(&format!(
+            "INSERT INTO qc_overrides (episode_id, \"check\", verdict, reason) \
+             VALUES ('{id}', '{check}', 'pass', 'reviewed')"
+        ))
+        .expect("insert");
+    };
+    let qc = "SELECT episode_id, \"check\", verdict, reason FROM qc_overrides";
+    // The warehouse's view of the table equals the database's, before and after a
+    // compaction of the change log (which reads the log the same way).
+    let same = |db: &mut Database, what: &str| {
+        let want = db_rows(db, qc);
+        assert_eq!(warehouse_rows(&warehouse, qc), want, "{what}");
+        reel_curate::compact(&Warehouse::open(&warehouse.to_string_lossy()).expect("warehouse"))
+            .expect("compact");
+        assert_eq!(warehouse_rows(&warehouse, qc), want, "{what}, compacted");
+        want.len()
+    };
+    for id in &ids[..3] {
+        insert(&mut db, id, "frozen_frames");
+    }
+    once(&url, &warehouse);
+    assert_eq!(same(&mut db, "snapshot"), 3);
+
+    // Truncate and reload in one transaction: the reload shares the truncate's LSN.
+    db.query("BEGIN").expect("begin");
+    db.query("TRUNCATE qc_overrides").expect("truncate");
+    for id in &ids[3..8] {
+        insert(&mut db, id, "camera_blackout");
+    }
+    db.query("COMMIT").expect("commit");
+    once(&url, &warehouse);
+    assert_eq!(same(&mut db, "truncate and reload"), 5);
+
+    // Two truncates in one transaction, rows before, between and after them.
+    db.query("BEGIN").expect("begin");
+    insert(&mut db, &ids[8], "before");
+    db.query("TRUNCATE qc_overrides").expect("truncate");
+    insert(&mut db, &ids[9], "between");
+    insert(&mut db, &ids[10], "between");
+    db.query("TRUNCATE qc_overrides").expect("truncate");
+    for id in &ids[11..14] {
+        insert(&mut db, id, "after");
+    }
+    db.query("COMMIT").expect("commit");
+    // And a later transaction on top of it.
+    insert(&mut db, &ids[14], "later");
+    once(&url, &warehouse);
+    assert_eq!(same(&mut db, "two truncates"), 4);
+
+    // A truncate as the table's last change leaves it empty.
+    insert(&mut db, &ids[15], "gone");
+    db.query("TRUNCATE qc_overrides").expect("truncate");
+    once(&url, &warehouse);
+    assert_eq!(same(&mut db, "truncate last"), 0);
+}
+
 /// A steady writer: inserts (each a new key), updates and deletes of annotations, one
 /// small transaction at a time; counts the committed inserts.
 fn writer(url: String, stop: Arc<AtomicBool>, inserted: Arc<AtomicU64>) {

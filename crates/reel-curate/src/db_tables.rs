@@ -195,16 +195,26 @@ fn latest_changes(
     }
     let log = warehouse.scan_parts(keys.iter().copied(), None, true)?;
     // Rows after the table's last truncate (every row when it has none), in the same
-    // scan: the aggregate is taken over the whole log before the filter applies.
-    let truncated_at = col(LSN_COLUMN)
-        .filter(col(OP_COLUMN).eq(lit(ops::TRUNCATE)))
-        .max()
-        .fill_null(lit(0u64));
-    let rows = log.filter(
-        col(OP_COLUMN)
-            .neq(lit(ops::TRUNCATE))
-            .and(col(LSN_COLUMN).gt(truncated_at)),
-    );
+    // scan: the aggregates are taken over the whole log before the filter applies. A
+    // truncate and the rows its transaction inserts after it share the commit's LSN, so
+    // "after" is by (`_lsn`, `_seq`).
+    let truncate = col(OP_COLUMN).eq(lit(ops::TRUNCATE));
+    let truncated_lsn = col(LSN_COLUMN).filter(truncate.clone()).max();
+    let truncated_seq = col(SEQ_COLUMN)
+        .filter(
+            truncate
+                .clone()
+                .and(col(LSN_COLUMN).eq(truncated_lsn.clone())),
+        )
+        .max();
+    let after_truncate = truncated_lsn
+        .clone()
+        .is_null()
+        .or(col(LSN_COLUMN).gt(truncated_lsn.clone()))
+        .or(col(LSN_COLUMN)
+            .eq(truncated_lsn)
+            .and(col(SEQ_COLUMN).gt(truncated_seq)));
+    let rows = log.filter(col(OP_COLUMN).neq(lit(ops::TRUNCATE)).and(after_truncate));
     let key: Vec<Expr> = key_columns.iter().map(|k| col(k.as_str())).collect();
     Ok(rows
         .sort_by_exprs(
