@@ -208,18 +208,9 @@ impl Inner {
 
     pub(crate) fn evict(&self) -> Result<Option<ScanReport>> {
         let inner = self;
-        let lock_path = self.config.dirs[0].join("evict.lock");
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
-        }
+        let Some(_lock) = self.scan_lock()? else {
+            return Ok(None);
+        };
         *inner.last_scan.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         inner.written_since_scan.store(0, Ordering::Relaxed);
 
@@ -324,6 +315,23 @@ impl Inner {
         }
     }
 
+    /// The scan lock of the cache's folders (one scan or record update at a time across
+    /// processes), or `None` while another process holds it; released when dropped.
+    fn scan_lock(&self) -> Result<Option<File>> {
+        let path = self.config.dirs[0].join("evict.lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        match lock.try_lock() {
+            Ok(()) => Ok(Some(lock)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+        }
+    }
+
     /// Adds `written` bytes to the usage record when it is recent and leaves room for
     /// them (true: no scan needed), under the scan lock; false when a scan is due.
     fn count_written(&self, written: u64) -> Result<bool> {
@@ -331,22 +339,11 @@ impl Inner {
             return Ok(false);
         }
         let root = &self.config.dirs[0];
-        let lock_path = root.join("evict.lock");
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
+        let Some(_lock) = self.scan_lock()? else {
             // A scan is running: it counts what is on disk, these bytes included.
-            Err(std::fs::TryLockError::WouldBlock) => {
-                self.written_since_scan.store(0, Ordering::Relaxed);
-                return Ok(true);
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
-        }
+            self.written_since_scan.store(0, Ordering::Relaxed);
+            return Ok(true);
+        };
         let Some(mut record) = UsageRecord::read(root) else {
             return Ok(false);
         };
