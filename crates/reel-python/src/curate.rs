@@ -17,7 +17,7 @@ use crate::errors::{OrRaise, bad_input};
 #[allow(clippy::too_many_arguments)]
 pub fn curate<'py>(
     py: Python<'py>,
-    warehouse: String,
+    warehouse: std::path::PathBuf,
     sql: String,
     output: std::path::PathBuf,
     anchor_hz: f64,
@@ -30,6 +30,7 @@ pub fn curate<'py>(
             "anchor_hz must be positive and before/after not negative (got {anchor_hz}, {before}, {after})"
         )));
     }
+    let warehouse = crate::paths::text("warehouse", warehouse)?;
     let summary = py.detach(|| {
         let warehouse = Warehouse::open(&warehouse).or_raise()?;
         let rule = SamplingRule::at_hz(anchor_hz, before, after);

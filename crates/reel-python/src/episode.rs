@@ -1,6 +1,8 @@
 //! `reel.open_episode`: one canonical episode's topics, metadata, frames and numeric
 //! streams as NumPy arrays, read from a store like the loader reads it.
 
+use std::path::PathBuf;
+
 use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -21,7 +23,9 @@ pub struct Episode {
 /// a full object URI.
 #[pyfunction]
 #[pyo3(signature = (uri, store=None))]
-pub fn open_episode(py: Python<'_>, uri: String, store: Option<String>) -> PyResult<Episode> {
+pub fn open_episode(py: Python<'_>, uri: PathBuf, store: Option<PathBuf>) -> PyResult<Episode> {
+    let uri = crate::paths::text("uri", uri)?;
+    let store = store.map(|s| crate::paths::text("store", s)).transpose()?;
     py.detach(move || {
         reel_video::quiet_ffmpeg_logs();
         let (root, key) = match store {
@@ -34,6 +38,9 @@ pub fn open_episode(py: Python<'_>, uri: String, store: Option<String>) -> PyRes
         Ok(Episode { reader })
     })
 }
+
+/// How far before the first time asked for `Episode.depth` reads first (ns).
+const DEPTH_LOOKBACK_NS: u64 = 2_000_000_000;
 
 #[pymethods]
 impl Episode {
@@ -82,6 +89,18 @@ impl Episode {
         times_ns: Vec<u64>,
         size: Option<(usize, usize)>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let channel = self.reader.channel(topic).or_raise()?;
+        if channel
+            .metadata
+            .get(reel_mcap::keys::KIND)
+            .map(String::as_str)
+            == Some(reel_mcap::keys::DEPTH_KIND)
+        {
+            return Err(bad_input(format!(
+                "{}: {topic} is a depth camera: read it with depth(topic, times_ns)",
+                self.reader.name()
+            )));
+        }
         let pictures = py.detach(|| {
             let mut decoder = H264Decoder::new().map_err(IntoPyErr::into_py_err)?;
             self.reader
@@ -102,9 +121,79 @@ impl Episode {
         Ok(array.into_any())
     }
 
+    /// The stored frames of depth camera `topic` shown at each of `times_ns` (the latest
+    /// frame at or before each time; the first frame for times up to 2 s before it;
+    /// earlier times raise), as uint16
+    /// `[len(times_ns), height, width]` in the channel's unit (`channel_metadata(topic)
+    /// ["reel.unit"]`: `mm` or `raw`).
+    fn depth<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        times_ns: Vec<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (Some(&first), Some(&last)) = (times_ns.iter().min(), times_ns.iter().max()) else {
+            return Err(bad_input("depth: times_ns is empty"));
+        };
+        let window = py.detach(|| {
+            // The frames from a little before the first time; from the stream's start when
+            // none is that close; and a little past the last time when every time comes
+            // before the stream's first frame.
+            let near = first.saturating_sub(DEPTH_LOOKBACK_NS)..last.saturating_add(1);
+            let mut frames = self.reader.depth(topic, near).or_raise()?;
+            for wider in [
+                0..last.saturating_add(1),
+                0..last.saturating_add(DEPTH_LOOKBACK_NS),
+            ] {
+                if frames.log_times.first().is_some_and(|&t| t <= first) {
+                    break;
+                }
+                frames = self.reader.depth(topic, wider).or_raise()?;
+            }
+            Ok::<_, PyErr>(frames)
+        })?;
+        if window.log_times.is_empty() {
+            return Err(bad_input(format!(
+                "{}: {topic} has no frame up to 2 s after {last} ns",
+                self.reader.name()
+            )));
+        }
+        let frame_len = window.width * window.height;
+        let mut values = Vec::with_capacity(times_ns.len() * frame_len);
+        for t in &times_ns {
+            let i = window
+                .log_times
+                .partition_point(|&l| l <= *t)
+                .saturating_sub(1);
+            values.extend_from_slice(window.frame(i));
+        }
+        let array =
+            values
+                .into_pyarray(py)
+                .reshape([times_ns.len(), window.height, window.width])?;
+        Ok(array.into_any())
+    }
+
     /// A numeric stream whole: `(time_ns, values, fields)` with `time_ns` int64 `[n]`,
-    /// `values` float64 `[n, len(fields)]`.
+    /// `values` float64 `[n, len(fields)]`. A camera topic raises, naming what reads it.
     fn signal<'py>(&self, py: Python<'py>, topic: &str) -> PyResult<Bound<'py, PyAny>> {
+        let channel = self.reader.channel(topic).or_raise()?;
+        let is_camera = channel.metadata.contains_key(reel_mcap::keys::WIDTH);
+        if is_camera {
+            let kind = channel
+                .metadata
+                .get(reel_mcap::keys::KIND)
+                .map(String::as_str);
+            let read_with = if kind == Some(reel_mcap::keys::DEPTH_KIND) {
+                "a depth camera: read it with depth(topic, times_ns)"
+            } else {
+                "a camera: read it with frames(topic, times_ns)"
+            };
+            return Err(bad_input(format!(
+                "{}: {topic} is {read_with}",
+                self.reader.name()
+            )));
+        }
         let window = py.detach(|| {
             self.reader
                 .signals(&[topic], 0..u64::MAX)

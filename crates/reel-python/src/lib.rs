@@ -25,6 +25,7 @@
 //!   `reel-supervise` resumes from.
 //! - [`spec`] — sample specs from a dict, TOML text, a path or a store URI.
 //! - [`errors`] — `reel.ReelError` and a subclass per kind of failure.
+//! - [`paths`] — paths and URIs given as `str` or `pathlib.Path`.
 
 pub mod batch;
 pub mod checkpoint;
@@ -33,6 +34,7 @@ pub mod curate;
 pub mod episode;
 pub mod errors;
 pub mod loader;
+pub mod paths;
 pub mod spec;
 pub mod warm;
 

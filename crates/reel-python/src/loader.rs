@@ -4,12 +4,13 @@
 //! released.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use reel_cache::{BlockCache, CacheConfig};
 use reel_io::{StoreOptions, split_object_uri};
-use reel_loader::{Batches, LoaderOptions, LoaderState, Shuffle, Sources};
+use reel_loader::{Batches, LoadStats, LoaderOptions, LoaderState, Shuffle, Sources};
 
 use crate::errors::{OrRaise, bad_input};
 
@@ -22,7 +23,12 @@ pub struct NativeLoader {
     /// `Batches` is not `Sync`: the lock makes the loader shareable between threads, and
     /// only one of them iterates at a time.
     current: Mutex<Option<Batches>>,
+    /// What the last iteration did, once it ended or was stopped.
+    finished: Mutex<LoadStats>,
 }
+
+/// How often a wait for a batch looks at Python's signals.
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -107,6 +113,7 @@ impl NativeLoader {
                 loader,
                 cache,
                 current: Mutex::new(None),
+                finished: Mutex::new(LoadStats::default()),
             })
         })
     }
@@ -129,16 +136,41 @@ impl NativeLoader {
 
     /// Stops the iteration in progress (its workers end).
     fn stop(&self, py: Python<'_>) {
-        py.detach(|| drop(lock(&self.current).take()));
+        py.detach(|| {
+            if let Some(batches) = lock(&self.current).take() {
+                *lock(&self.finished) = batches.stats();
+            }
+        });
     }
 
     /// The next batch as `(tensors, epoch, index, skipped)`, or None at the end of the
-    /// epoch (or when nothing was started). Reel's threads build it without the GIL.
+    /// epoch (or when nothing was started). Reel's threads build it without the GIL; the
+    /// wait looks at Python's signals every tenth of a second, so Ctrl-C raises
+    /// `KeyboardInterrupt` while a batch is being built.
     fn next_batch<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let next = py.detach(|| lock(&self.current).as_mut().and_then(Iterator::next));
-        match next {
-            None => Ok(None),
-            Some(batch) => Ok(Some(crate::batch::to_python(py, batch.or_raise()?)?)),
+        loop {
+            let next = py.detach(|| {
+                let mut current = lock(&self.current);
+                match current.as_mut() {
+                    None => Some(None),
+                    Some(batches) => {
+                        let next = batches.next_within(SIGNAL_CHECK);
+                        if matches!(next, Some(None)) {
+                            // What the epoch did stays readable in stats() once it ends.
+                            *lock(&self.finished) = batches.stats();
+                        }
+                        next
+                    }
+                }
+            });
+            match next {
+                None => py.check_signals()?,
+                Some(None) => return Ok(None),
+                Some(Some(batch)) => {
+                    py.check_signals()?;
+                    return Ok(Some(crate::batch::to_python(py, batch.or_raise()?)?));
+                }
+            }
         }
     }
 
@@ -201,14 +233,15 @@ impl NativeLoader {
         Ok(dict)
     }
 
-    /// What the epoch in progress delivered and did: batches, samples, skipped,
-    /// frames_decoded, chunks_read, frames_wanted and frames_cached (found decoded in the
-    /// GOP cache Reel's threads share), and the block cache's hit rate when there is one.
+    /// What the epoch in progress (the last one, once it ended) delivered and did:
+    /// batches, samples, skipped, frames_decoded, chunks_read, frames_wanted and
+    /// frames_cached (found decoded in the GOP cache Reel's threads share), and the block
+    /// cache's hit rate when there is one.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let stats = lock(&self.current)
             .as_ref()
             .map(|b| b.stats())
-            .unwrap_or_default();
+            .unwrap_or_else(|| *lock(&self.finished));
         let dict = PyDict::new(py);
         dict.set_item("batches", stats.batches)?;
         dict.set_item("samples", stats.samples)?;

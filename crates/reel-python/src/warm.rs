@@ -17,8 +17,8 @@ use crate::errors::OrRaise;
 #[allow(clippy::too_many_arguments)]
 pub fn warm<'py>(
     py: Python<'py>,
-    manifest: String,
-    store: String,
+    manifest: std::path::PathBuf,
+    store: std::path::PathBuf,
     cache: std::path::PathBuf,
     spec: Option<&Bound<'py, PyAny>>,
     capacity: Option<u64>,
@@ -26,6 +26,8 @@ pub fn warm<'py>(
     verify: bool,
     pin: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let manifest = crate::paths::text("manifest", manifest)?;
+    let store = crate::paths::text("store", store)?;
     let spec = spec.map(crate::spec::sample_spec).transpose()?;
     let pin: Option<Option<String>> = match pin {
         None => None,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
 import warnings
 from typing import Any, Iterator, Mapping
@@ -43,6 +45,51 @@ class Batch(dict):
         return f"Batch(epoch={self.epoch}, index={self.index}, skipped={len(self.skipped)}, {{{shapes}}})"
 
 
+def _integer(name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value < 1 << 64:
+        raise _reel.BadInputError(f"{name} must be an integer of at least {least}, not {value!r}")
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The loader's keyword arguments with their defaults, or ``reel.BadInputError``
+    naming the first that is unknown or out of range (``ReelDataset`` checks its own
+    with it when it is made)."""
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        hints = [
+            f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
+            for name in unknown
+            for close in [difflib.get_close_matches(name, DEFAULTS, n=1)]
+        ]
+        raise _reel.BadInputError(f"unknown loader argument {', '.join(hints)}")
+    o = {**DEFAULTS, **options}
+    for name, least in [("batch_size", 1), ("workers", 0), ("run", 1), ("seed", 0), ("rank", 0),
+                        ("world", 1), ("prefetch", 0), ("cache_capacity", 0)]:
+        _integer(name, o[name], least)
+    if not o["rank"] < o["world"]:
+        raise _reel.BadInputError(f"rank {o['rank']} is not in a world of {o['world']}")
+    if o["shuffle"] not in ("global", "locality"):
+        raise _reel.BadInputError(f'shuffle must be "global" or "locality", not {o["shuffle"]!r}')
+    if o["layout"] not in (REEL, LEROBOT):
+        raise _reel.BadInputError(f'layout must be "reel" or "lerobot", not {o["layout"]!r}')
+    if o["image_dtype"] not in ("uint8", "float32"):
+        raise _reel.BadInputError(f'image_dtype must be "uint8" or "float32", not {o["image_dtype"]!r}')
+    if o["image_dtype"] != "uint8" and o["layout"] != LEROBOT:
+        raise _reel.BadInputError(
+            f'image_dtype={o["image_dtype"]!r} applies to layout="lerobot" only: the "reel" layout '
+            "hands frames over as stored (uint8)"
+        )
+    skipped = o["max_skipped"]
+    if isinstance(skipped, bool) or not isinstance(skipped, (int, float)) or not 0 <= skipped <= 1:
+        raise _reel.BadInputError(f"max_skipped must be a share between 0 and 1, not {skipped!r}")
+    if not isinstance(o["drop_last"], bool):
+        raise _reel.BadInputError(f"drop_last must be True or False, not {o['drop_last']!r}")
+    pin = o["pin_memory"]
+    if pin is not None and not isinstance(pin, bool):
+        _integer("pin_memory", pin, 0)
+    return o
+
+
 class Loader:
     """Reel's loader over a manifest, for one rank.
 
@@ -57,9 +104,10 @@ class Loader:
             fills it), or None to read the store directly.
         batch_size: samples per batch.
         workers: Reel's threads building batches (they need no Python process each).
-        shuffle: ``"locality"`` (runs of ``run`` nearby anchors, shuffled: one read and
-            one decode serve a run) or ``"global"`` (i.i.d. over the whole manifest).
-        run: anchors per run under ``"locality"``.
+        shuffle: ``"locality"`` (blocks of ``run`` consecutive samples of the manifest,
+            shuffled, then the samples inside each: one read and one decode serve a
+            block) or ``"global"`` (i.i.d. over the whole manifest).
+        run: samples per block under ``"locality"``.
         seed: the order is a function of (seed, epoch, rank, world) alone.
         rank, world: this rank's shard (no overlap, full coverage across ranks).
         prefetch: batches built ahead of the consumer, at most.
@@ -68,15 +116,20 @@ class Loader:
             back to pageable memory without CUDA (``loader.pinned`` says which).
         layout: ``"reel"`` (Reel's tensor names) or ``"lerobot"`` (the keys and shapes
             a LeRobot policy's ``forward`` reads).
-        image_dtype: for ``layout="lerobot"``: ``"uint8"`` or ``"float32"`` (in [0, 1]).
+        image_dtype: for ``layout="lerobot"``: ``"uint8"`` or ``"float32"`` (in [0, 1]);
+            the ``"reel"`` layout takes ``"uint8"`` only.
         drop_last: leave out a last, smaller batch.
         max_skipped: the share of an epoch's samples that may be skipped (their episode
             corrupt, or not what the manifest says) before iterating raises
             ``reel.BadInputError``; skipped samples are reported in ``batch.skipped``.
         cache_capacity: bytes the block cache may hold.
 
-    Iterating yields :class:`Batch` es of one epoch (the current one, see
-    :meth:`set_epoch`); afterwards the loader stands at the next epoch.
+    Every argument is checked at once: an unknown or out-of-range one raises
+    ``reel.BadInputError`` (a ``reel.ReelError``). Iterating yields :class:`Batch` es of
+    one epoch (the current one, see :meth:`set_epoch`), never an empty one (a batch whose
+    samples were all skipped is passed over, its skipped samples reported with the next);
+    afterwards the loader stands at the next epoch. Ctrl-C while a batch is being built
+    raises ``KeyboardInterrupt``.
     """
 
     def __init__(
@@ -100,15 +153,10 @@ class Loader:
         drop_last: bool = False,
         max_skipped: float = 0.01,
         cache_capacity: int = 64 << 30,
+        **unknown: Any,
     ):
-        if layout not in (REEL, LEROBOT):
-            raise _reel.BadInputError(f'layout must be "reel" or "lerobot", not {layout!r}')
-        if image_dtype not in ("uint8", "float32"):
-            raise _reel.BadInputError(
-                f'image_dtype must be "uint8" or "float32", not {image_dtype!r}'
-            )
-        if not 0 <= rank < world:
-            raise _reel.BadInputError(f"rank {rank} is not in a world of {world}")
+        arguments = locals()
+        check_options({**{k: v for k, v in arguments.items() if k in DEFAULTS}, **unknown})
         if isinstance(spec, Mapping):
             spec = dict(spec)
         device = None
@@ -187,7 +235,11 @@ class Loader:
 
     def __len__(self) -> int:
         """Batches in the current epoch on this rank."""
-        return self._native.epoch_size(self._epoch)[1]
+        return self.epoch_len(self._epoch)
+
+    def epoch_len(self, epoch: int) -> int:
+        """Batches in epoch ``epoch`` on this rank (an iteration in progress goes on)."""
+        return self._native.epoch_size(int(epoch))[1]
 
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration epoch ``epoch`` from its start (an iteration in
@@ -267,3 +319,10 @@ class Loader:
             self._episodes[row] = known
         return known
 
+
+# Keyword arguments of Loader and their defaults, read off its signature.
+DEFAULTS: dict[str, Any] = {
+    name: p.default
+    for name, p in inspect.signature(Loader.__init__).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+}

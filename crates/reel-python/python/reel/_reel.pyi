@@ -91,12 +91,15 @@ class Episode:
         self, topic: str, times_ns: list[int], size: tuple[int, int] | None = None
     ) -> np.ndarray:
         """uint8 RGB frames [len(times_ns), height, width, 3] shown at each time."""
+    def depth(self, topic: str, times_ns: list[int]) -> np.ndarray:
+        """uint16 depth frames [len(times_ns), height, width] as stored, shown at each time
+        (the first frame for times up to 2 s before it)."""
     def signal(self, topic: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """(time_ns int64 [n], values float64 [n, fields], field names)."""
+        """(time_ns int64 [n], values float64 [n, fields], field names); a camera raises."""
 
-def open_episode(uri: str, store: str | None = None) -> Episode: ...
+def open_episode(uri: str | PathLike, store: str | PathLike | None = None) -> Episode: ...
 def curate(
-    warehouse: str,
+    warehouse: str | PathLike,
     sql: str,
     output: str | PathLike,
     *,
@@ -106,8 +109,8 @@ def curate(
     allow_empty: bool = False,
 ) -> dict[str, Any]: ...
 def warm(
-    manifest: str,
-    store: str,
+    manifest: str | PathLike,
+    store: str | PathLike,
     cache: str | PathLike,
     *,
     spec: str | Mapping[str, Any] | None = None,

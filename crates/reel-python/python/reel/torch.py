@@ -1,16 +1,24 @@
 """``reel.torch.ReelDataset``: Reel's loader as a ``torch.utils.data.IterableDataset``.
 
 Meant for ``DataLoader(dataset, batch_size=None, num_workers=0)``: Reel's own threads
-build the batches (``workers=``), so PyTorch needs no worker processes, and exact resume
-(:meth:`ReelDataset.state_dict`) holds. With ``num_workers > 0`` each DataLoader worker
-reads a disjoint sub-shard of the rank's shard (no sample twice, every sample once per
-epoch). Under the ``fork`` start method (Linux's default) each worker opens its own
-loader after the fork, so no threads or file handles cross it; ``spawn`` and
-``forkserver`` work the same way and start faster with large parent processes.
+build the batches (``workers=``), so PyTorch needs no worker processes, and exact
+mid-epoch resume (:meth:`ReelDataset.state_dict`) holds. ``batch_size=None`` matters:
+with DataLoader's default ``batch_size=1`` every tensor gains a leading dimension of 1.
+
+With ``num_workers > 0`` each DataLoader worker reads a disjoint sub-shard of the rank's
+shard (no sample twice, every sample once per epoch), under any start method (``fork``,
+``spawn``, ``forkserver``; a dataset pickles as its arguments and progress, never as an
+open loader). The dataset in the training process owns the epoch: the workers read it
+from memory they share with it, and the last worker to finish an epoch moves it on, with
+or without ``persistent_workers``. Its ``state_dict()`` is then exact at epoch
+boundaries; mid-epoch, the batches the trainer consumed are known only to the
+DataLoader, so ``state_dict()`` raises rather than name a position it cannot know.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.context
 import os
 from typing import Any, Iterator, Mapping
 
@@ -18,7 +26,8 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from ._loader import Loader
+from ._loader import Loader, check_options
+from ._reel import BadInputError
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -38,13 +47,69 @@ def to_tensors(batch: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# Loaders a forked process inherited: kept, never dropped, in that process.
+_FORKED_AWAY: list[Loader] = []
+
+
+def _shared(values: list[int]):
+    """Shared int64s with a lock made by the spawn context: a lock of the fork context
+    cannot pass to spawn or forkserver workers, one of the spawn context passes to all."""
+    return multiprocessing.get_context("spawn").Array("q", values)
+
+
+class _Progress:
+    """The epoch the dataset's copies iterate, in memory shared with DataLoader worker
+    processes: [epoch, workers done with it, batches the workers delivered in it]."""
+
+    def __init__(self, epoch: int = 0):
+        self.shared = _shared([epoch, 0, 0])
+
+    def __getstate__(self):
+        # Shared memory passes to a worker process as it starts (fork, spawn and
+        # forkserver alike); any other pickle keeps the values only.
+        if multiprocessing.context.get_spawning_popen() is not None:
+            return {"shared": self.shared}
+        return {"values": list(self.shared[:])}
+
+    def __setstate__(self, state):
+        if "shared" in state:
+            self.shared = state["shared"]
+        else:
+            self.shared = _shared(state["values"])
+
+    @property
+    def epoch(self) -> int:
+        return int(self.shared[0])
+
+    def set(self, epoch: int) -> None:
+        with self.shared.get_lock():
+            self.shared[:] = [epoch, 0, 0]
+
+    def delivered(self) -> None:
+        with self.shared.get_lock():
+            self.shared[2] += 1
+
+    def mid_epoch(self) -> bool:
+        return self.shared[2] > 0
+
+    def worker_done(self, epoch: int, workers: int) -> None:
+        """One worker finished ``epoch``: the last of ``workers`` moves it on."""
+        with self.shared.get_lock():
+            if self.shared[0] != epoch:
+                return
+            self.shared[1] += 1
+            if self.shared[1] >= workers:
+                self.shared[:] = [epoch + 1, 0, 0]
+
+
 class ReelDataset(torch.utils.data.IterableDataset):
     """Batches of Reel's loader as dicts of tensors (no copy: they share Reel's buffers).
 
-    Takes :class:`reel.Loader`'s arguments; ``rank`` and ``world`` default to
-    torch.distributed's (or ``RANK``/``WORLD_SIZE``). With ``with_meta=True`` each batch
-    also carries its epoch, index and skipped samples under ``"_epoch"``, ``"_index"``
-    and ``"_skipped"``.
+    Takes :class:`reel.Loader`'s arguments, checked here (a bad one raises
+    ``reel.BadInputError`` at once, not at the first iteration); ``rank`` and ``world``
+    default to torch.distributed's (or ``RANK``/``WORLD_SIZE``). With ``with_meta=True``
+    each batch also carries its epoch, index and skipped samples under ``"_epoch"``,
+    ``"_index"`` and ``"_skipped"``.
 
     ``pin_memory=True`` allocates the batch buffers page-locked on the rank's GPU
     (``LOCAL_RANK``) where CUDA is present, so ``tensor.to(device, non_blocking=True)``
@@ -68,66 +133,124 @@ class ReelDataset(torch.utils.data.IterableDataset):
             detected = _rank_and_world()
             rank = detected[0] if rank is None else rank
             world = detected[1] if world is None else world
+        check_options(dict(options, rank=rank, world=world))
         self._args = (manifest, spec, store, cache)
         self._options = options
         self._rank, self._world = rank, world
         self._with_meta = with_meta
-        self._epoch = 0
+        self._progress = _Progress()
         self._resume: dict[str, Any] | None = None
         self._loader: Loader | None = None
         self._loader_key: tuple[int, int] | None = None
+        self._loader_pid = os.getpid()
 
-    def _shard(self) -> tuple[int, int]:
-        """(rank, world) of this process, split further among DataLoader workers."""
+    def __getstate__(self) -> dict[str, Any]:
+        # An open loader (threads, mapped files) stays in its process: a copy opens its own.
+        state = dict(self.__dict__)
+        state["_loader"] = None
+        state["_loader_key"] = None
+        return state
+
+    def _shard(self) -> tuple[tuple[int, int], int]:
+        """(rank, world) of this process, split further among DataLoader workers, and how
+        many workers share the rank's shard."""
         info = torch.utils.data.get_worker_info()
         if info is None:
-            return self._rank, self._world
-        return self._rank * info.num_workers + info.id, self._world * info.num_workers
+            return (self._rank, self._world), 1
+        shard = (self._rank * info.num_workers + info.id, self._world * info.num_workers)
+        return shard, info.num_workers
 
     def _open(self, shard: tuple[int, int]) -> Loader:
         """The loader of ``shard``, made once (in each DataLoader worker, after a fork)."""
+        if self._loader is not None and self._loader_pid != os.getpid():
+            # Opened before a fork: its threads stayed in the parent, so it is neither
+            # used nor dropped here (dropping it would wait for those threads).
+            _FORKED_AWAY.append(self._loader)
+            self._loader = None
         if self._loader is None or self._loader_key != shard:
             rank, world = shard
             manifest, spec, store, cache = self._args
             self._loader = Loader(manifest, spec, store, cache, rank=rank, world=world, **self._options)
             self._loader_key = shard
+            self._loader_pid = os.getpid()
         return self._loader
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        loader = self._open(self._shard())
+        shard, workers = self._shard()
+        loader = self._open(shard)
+        epoch = self._progress.epoch
+        if self._resume is not None and workers > 1:
+            raise BadInputError(
+                f"a mid-epoch state (epoch {self._resume['epoch']}, batch {self._resume['batch']}) "
+                "resumes with num_workers=0: DataLoader workers split the rank's shard their own way"
+            )
         if self._resume is not None:
             loader.load_state_dict(self._resume)
-            self._resume = None
-        else:
-            loader.set_epoch(self._epoch)
+        elif loader.epoch != epoch or workers > 1:
+            loader.set_epoch(epoch)
+        self._resume = None
         for batch in loader:
             tensors = to_tensors(batch)
             if self._with_meta:
                 tensors["_epoch"] = batch.epoch
                 tensors["_index"] = batch.index
                 tensors["_skipped"] = batch.skipped
+            if workers > 1:
+                self._progress.delivered()
             yield tensors
-        self._epoch = loader.epoch
+        if workers > 1:
+            self._progress.worker_done(epoch, workers)
+        else:
+            self._progress.set(loader.epoch)
 
     def __len__(self) -> int:
         """Batches of the current epoch on this rank (all DataLoader workers together)."""
         loader = self._open((self._rank, self._world))
-        loader.set_epoch(self._epoch)
-        return len(loader)
+        return loader.epoch_len(self._progress.epoch)
 
     def set_epoch(self, epoch: int) -> None:
-        """Makes the next iteration epoch ``epoch``."""
-        self._epoch = int(epoch)
+        """Makes the next iteration epoch ``epoch`` from its start (DataLoader workers
+        read it too), and ``state_dict()`` say so at once."""
+        self._progress.set(int(epoch))
         self._resume = None
+        if self._loader is not None:
+            self._loader.set_epoch(int(epoch))
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the run stands (with ``num_workers=0``): save it with the model."""
-        if self._loader is None:
-            return {"epoch": self._epoch, "batch": 0}
-        return self._loader.state_dict()
+        """Where the run stands: save it with the model. Exact mid-epoch with
+        ``num_workers=0``; with DataLoader workers, at epoch boundaries only (mid-epoch
+        it raises ``reel.BadInputError``)."""
+        if self._resume is not None:
+            return dict(self._resume)
+        if self._progress.mid_epoch():
+            raise BadInputError(
+                "ReelDataset.state_dict() mid-epoch under DataLoader worker processes: only "
+                "the DataLoader knows which of their batches the trainer consumed. Use "
+                "num_workers=0 (Reel's own threads build the batches: workers=N) for exact "
+                "mid-epoch resume, or save at epoch boundaries"
+            )
+        loader = self._loader
+        if loader is None or loader.epoch != self._progress.epoch:
+            loader = self._open((self._rank, self._world))
+            if loader.epoch != self._progress.epoch:
+                loader.set_epoch(self._progress.epoch)
+        return loader.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """The next iteration resumes at ``state``: exactly the batches an uninterrupted
-        run delivers after it (with ``num_workers=0``)."""
-        self._resume = dict(state)
-        self._epoch = int(state["epoch"])
+        run delivers after it (with ``num_workers=0``; DataLoader workers resume a state
+        saved at an epoch boundary)."""
+        try:
+            epoch, batch = int(state["epoch"]), int(state["batch"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise BadInputError(f"loader state {state!r}: needs integer epoch and batch") from e
+        self._progress.set(epoch)
+        self._resume = dict(state) if batch else None
+        if self._resume is not None:
+            # Checked now (the order it came from, its position), not at the first batch.
+            self._open((self._rank, self._world)).load_state_dict(self._resume)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration delivers."""
+        return self._progress.epoch
