@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use crate::batch::Batch;
 use crate::error::{LoaderError, Result};
-use crate::loader::{Batches, LoadStats, Loader, LoaderState, SkippedEpisode, tally_skipped};
+use crate::loader::{Batches, LoadStats, Loader, LoaderState};
+use crate::skipped::{SkippedEpisode, tally_skipped};
 
 impl Loader {
     /// Batches from `state` on, rolling over into epoch after epoch: endless, so take

@@ -80,6 +80,7 @@ mod loader;
 mod order;
 mod pack;
 mod row_check;
+mod skipped;
 mod spec;
 #[cfg(test)]
 mod test_fixture;
@@ -90,12 +91,11 @@ pub use batch::{Batch, DType, Skipped, Tensor, TensorData};
 pub use epochs::Epochs;
 pub use error::{LoaderError, Result};
 pub use host::{Element, HostBuf, HostMemory};
-pub use loader::{
-    Batches, EpochSize, LoadStats, Loader, LoaderOptions, LoaderState, SkippedEpisode, Sources,
-};
+pub use loader::{Batches, EpochSize, LoadStats, Loader, LoaderOptions, LoaderState, Sources};
 pub use order::Shuffle;
 pub use pack::{PackError, Packed, pack};
 pub use reel_video::RgbConversion;
+pub use skipped::SkippedEpisode;
 pub use spec::{
     CameraSpec, DepthSpec, DepthTensorUnit, EdgePolicy, Layout, ProprioKind, ProprioSpec,
     SampleSpec,

@@ -22,6 +22,7 @@ use crate::batch::{Batch, Skipped};
 use crate::error::{LoaderError, Result};
 use crate::host::{BufferPool, HostMemory};
 use crate::order::{AnchorIndex, EpochOrder, Shuffle};
+use crate::skipped::{SkippedEpisode, tally_skipped};
 use crate::spec::{DepthTensorUnit, SampleSpec};
 
 /// Where episode bytes come from: the store itself, or the node's block cache in front of it.
@@ -672,19 +673,6 @@ pub struct Batches {
     ended: bool,
 }
 
-/// An episode whose samples the loader skipped, and why: for run reports.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SkippedEpisode {
-    /// Episode id.
-    pub episode_id: String,
-    /// Its object in the store.
-    pub uri: String,
-    /// Samples of it skipped so far.
-    pub samples: u64,
-    /// Why the first of them was skipped.
-    pub reason: String,
-}
-
 impl std::fmt::Debug for Control {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Control")
@@ -829,24 +817,6 @@ impl Batches {
                     return Some(Some(Err(self.end(lost))));
                 }
             }
-        }
-    }
-}
-
-/// Adds `samples` skipped samples of the episode at `uri` to a tally by URI; `episode`
-/// describes it (with the first reason) when the tally does not know it yet.
-pub(crate) fn tally_skipped(
-    tally: &mut BTreeMap<String, SkippedEpisode>,
-    uri: &str,
-    samples: u64,
-    episode: impl FnOnce() -> SkippedEpisode,
-) {
-    match tally.get_mut(uri) {
-        Some(seen) => seen.samples += samples,
-        None => {
-            let mut first = episode();
-            first.samples = samples;
-            tally.insert(uri.to_owned(), first);
         }
     }
 }
