@@ -126,7 +126,7 @@ fn measure(uri: &str, label: &str) -> Result<(), Error> {
     let plan = make_plan(
         uri,
         episodes,
-        BatchTarget::Count(((listed / 100).max(1)).min(10_000)),
+        BatchTarget::Count((listed / 100).clamp(1, 10_000)),
     );
     let out = tempfile::NamedTempFile::new()?;
     std::fs::write(out.path(), plan.to_json())?;
