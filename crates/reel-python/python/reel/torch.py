@@ -244,11 +244,10 @@ class ReelDataset(torch.utils.data.IterableDataset):
             epoch, batch = int(state["epoch"]), int(state["batch"])
         except (KeyError, TypeError, ValueError) as e:
             raise BadInputError(f"loader state {state!r}: needs integer epoch and batch") from e
+        # Checked now (the order it came from, its position), not at the first batch.
+        self._open((self._rank, self._world)).load_state_dict(state)
         self._progress.set(epoch)
         self._resume = dict(state) if batch else None
-        if self._resume is not None:
-            # Checked now (the order it came from, its position), not at the first batch.
-            self._open((self._rank, self._world)).load_state_dict(self._resume)
 
     @property
     def epoch(self) -> int:
