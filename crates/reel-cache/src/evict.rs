@@ -135,17 +135,7 @@ impl BlockCache {
     /// stays constant whatever the number of blocks.
     pub fn usage(&self) -> Result<ScanReport> {
         let pinned = self.inner.pinned_dirs()?;
-        let mut report = ScanReport::default();
-        for dir in &self.config().dirs {
-            scan_blocks(&dir.join("blocks"), false, |e| {
-                report.blocks += 1;
-                report.used_bytes += e.bytes;
-                if pinned.contains(e.dir) {
-                    report.pinned_bytes += e.bytes;
-                }
-            })?;
-        }
-        Ok(report)
+        self.inner.totals(&pinned, false)
     }
 
     fn pin_path(&self, name: &str) -> Result<PathBuf> {
@@ -206,6 +196,22 @@ impl Inner {
             .collect())
     }
 
+    /// What the cache folders hold (blocks, bytes, pinned bytes), counted in constant
+    /// memory; with `clean`, stale temporaries are removed on the way and counted.
+    fn totals(&self, pinned: &HashSet<String>, clean: bool) -> Result<ScanReport> {
+        let mut report = ScanReport::default();
+        for dir in &self.config.dirs {
+            report.stale_temps_removed += scan_blocks(&dir.join("blocks"), clean, |e| {
+                report.blocks += 1;
+                report.used_bytes += e.bytes;
+                if pinned.contains(e.dir) {
+                    report.pinned_bytes += e.bytes;
+                }
+            })?;
+        }
+        Ok(report)
+    }
+
     pub(crate) fn evict(&self) -> Result<Option<ScanReport>> {
         let inner = self;
         let Some(_lock) = self.scan_lock()? else {
@@ -216,16 +222,7 @@ impl Inner {
 
         let pinned = self.pinned_dirs()?;
         // First pass: totals only, in constant memory.
-        let mut report = ScanReport::default();
-        for dir in &self.config.dirs {
-            report.stale_temps_removed += scan_blocks(&dir.join("blocks"), true, |e| {
-                report.blocks += 1;
-                report.used_bytes += e.bytes;
-                if pinned.contains(e.dir) {
-                    report.pinned_bytes += e.bytes;
-                }
-            })?;
-        }
+        let mut report = self.totals(&pinned, true)?;
         let capacity = self.config.capacity;
         let mut used = report.used_bytes;
         if used > capacity {

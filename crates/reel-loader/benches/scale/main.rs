@@ -245,8 +245,8 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
     let rows = manifest.len();
     let loader = Loader::new(manifest, &spec, Sources::Store(store), options)?;
     let start_s = started.elapsed().as_secs_f64();
-    // The first `batches` batches of an epoch, and how long until the first came.
-    let run = |state: LoaderState| -> Result<(f64, f64), Error> {
+    // The first `batches` batches of an epoch; how long until the first came.
+    let run = |state: LoaderState| -> Result<f64, Error> {
         let started = Instant::now();
         let mut first = None;
         for batch in loader.resume(state)?.take(batches) {
@@ -255,12 +255,12 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
             }
             first.get_or_insert(started.elapsed().as_secs_f64());
         }
-        Ok((first.ok_or("no batch")?, started.elapsed().as_secs_f64()))
+        Ok(first.ok_or("no batch")?)
     };
-    let (first_batch_s, _) = run(LoaderState { epoch: 0, batch: 0 })?;
-    let (rollover_s, _) = run(LoaderState { epoch: 1, batch: 0 })?;
+    let first_batch_s = run(LoaderState { epoch: 0, batch: 0 })?;
+    let rollover_s = run(LoaderState { epoch: 1, batch: 0 })?;
     let half = loader.epoch_size(2)?.batches / 2;
-    let (resume_s, _) = run(LoaderState {
+    let resume_s = run(LoaderState {
         epoch: 2,
         batch: half,
     })?;
