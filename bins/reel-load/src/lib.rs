@@ -13,8 +13,8 @@ use clap::{Parser, ValueEnum};
 use reel_cache::CacheConfig;
 use reel_io::{StoreOptions, split_object_uri};
 use reel_loader::{
-    ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, SkippedEpisode,
-    Sources,
+    ArrowStreamWriter, Loader, LoaderOptions, LoaderState, ResumeCheck, SampleSpec, SavedState,
+    Shuffle, SkippedEpisode, Sources,
 };
 use reel_manifest::{node_manifest_dir, open_uri};
 use serde::Serialize;
@@ -74,8 +74,19 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Epoch to start in.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "resume")]
     epoch: u64,
+    /// Resume from saved states: JSON files, each one rank's state (the `state` of a
+    /// `--json` report, or the whole report). One state serves a world of its size; the
+    /// states of all its ranks resume on any --world, the new ranks together delivering
+    /// the rest of the epoch once.
+    #[arg(long, value_name = "STATE.json", num_args = 1..)]
+    resume: Vec<PathBuf>,
+    /// With --resume: go on from a state of a changed run (another manifest, spec, seed,
+    /// shuffle or batch size) at its epoch and batch in this loader's order, instead of
+    /// refusing it. That epoch's rest may then repeat or miss samples.
+    #[arg(long, requires = "resume")]
+    resume_changed: bool,
     #[arg(long, value_enum, default_value_t = Order::Locality)]
     shuffle: Order,
     /// Samples drawn from each opened window (locality shuffle).
@@ -133,7 +144,8 @@ struct Report {
     cache_hit_rate: Option<f64>,
     pack_padding_fraction: Option<f64>,
     pinned_memory: bool,
-    state: LoaderState,
+    /// Where this rank stands after the batches delivered, for `--resume`.
+    state: SavedState,
 }
 
 /// Loads the batches; the report on stderr (and stdout with `--json`), or the batches on
@@ -203,10 +215,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut first_batch = None;
     let mut padded = (0u64, 0u64);
     let loading = Instant::now();
-    let mut epochs = loader.epochs(LoaderState {
-        epoch: args.epoch,
-        batch: 0,
-    });
+    let start = if args.resume.is_empty() {
+        LoaderState::at(args.epoch, 0)
+    } else {
+        let saved = args
+            .resume
+            .iter()
+            .map(|path| read_state(path))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let check = if args.resume_changed {
+            ResumeCheck::KeepPosition
+        } else {
+            ResumeCheck::SameRun
+        };
+        loader.restore(&saved, check)?
+    };
+    let mut epochs = loader.epochs(start);
     for _ in 0..args.batches {
         let asked = Instant::now();
         let Some(batch) = epochs.next() else { break };
@@ -272,7 +296,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .pack_budget
             .map(|_| padded.0 as f64 / padded.1.max(1) as f64),
         pinned_memory,
-        state,
+        state: loader.saved_state(state),
     };
     eprintln!(
         "{} batches, {} samples ({} skipped) in {:.2} s: {:.1} samples/s, {:.1} samples per CPU-second, \
@@ -320,4 +344,19 @@ fn cpu_seconds() -> f64 {
 fn peak_rss_mib() -> f64 {
     // Linux reports ru_maxrss in KiB.
     usage().ru_maxrss as f64 / 1024.0
+}
+
+/// A saved state from `path`: a state as `--json` reports it, or the whole report.
+fn read_state(path: &std::path::Path) -> anyhow::Result<SavedState> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading loader state {}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let state = value.get("state").cloned().unwrap_or(value);
+    serde_json::from_value(state).with_context(|| {
+        format!(
+            "{}: not a loader state saved by reel-load --json (or a Reel checkpoint)",
+            path.display()
+        )
+    })
 }

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use crate::batch::Batch;
 use crate::error::{LoaderError, Result};
-use crate::loader::{Batches, LoadStats, Loader, LoaderState};
+use crate::loader::{Batches, LoadStats, Loader};
 use crate::skipped::{SkippedEpisode, tally_skipped};
+use crate::state::LoaderState;
 
 impl Loader {
     /// Batches from `state` on, rolling over into epoch after epoch: endless, so take
@@ -44,7 +45,7 @@ impl Epochs {
     pub fn state(&self) -> LoaderState {
         match &self.current {
             Some(batches) => next_epoch_if_done(batches),
-            None => self.state,
+            None => self.state.clone(),
         }
     }
 
@@ -75,7 +76,13 @@ impl Iterator for Epochs {
         while !self.ended {
             let batches = match &mut self.current {
                 Some(batches) => batches,
-                None => match self.loader.resume(self.state) {
+                None => match self.loader.resume(self.state.clone()) {
+                    // A rank resumed on a larger world may have no batch of the rest of
+                    // an epoch: it goes on with the next one.
+                    Ok(batches) if batches.total_batches() == 0 && !self.state.spans.is_empty() => {
+                        self.state = LoaderState::at(self.state.epoch + 1, 0);
+                        continue;
+                    }
                     // An empty epoch would roll over into the next empty one for ever.
                     Ok(batches) if batches.total_batches() == 0 => {
                         self.ended = true;
@@ -120,10 +127,7 @@ impl Iterator for Epochs {
 fn next_epoch_if_done(batches: &Batches) -> LoaderState {
     let state = batches.state();
     if state.batch == batches.total_batches() {
-        LoaderState {
-            epoch: state.epoch + 1,
-            batch: 0,
-        }
+        LoaderState::at(state.epoch + 1, 0)
     } else {
         state
     }
@@ -173,7 +177,7 @@ mod tests {
         assert!(per_epoch >= 2, "{per_epoch}");
 
         // From the middle of epoch 2 into epoch 4.
-        let start = LoaderState { epoch: 2, batch: 1 };
+        let start = LoaderState::at(2, 1);
         let wanted = 2 * per_epoch;
         let mut epochs = loader.epochs(start);
         let run = indices(epochs.by_ref().take(wanted as usize));
@@ -183,7 +187,7 @@ mod tests {
             .take(wanted as usize)
             .collect();
         assert_eq!(run, expected);
-        assert_eq!(epochs.state(), LoaderState { epoch: 4, batch: 1 });
+        assert_eq!(epochs.state(), LoaderState::at(4, 1));
         let stats = epochs.stats();
         assert_eq!(stats.batches, wanted);
         assert!(stats.samples > 0 && stats.frames_decoded > 0);
@@ -193,7 +197,7 @@ mod tests {
         let next = resumed.next().expect("a batch").expect("batch");
         assert_eq!((next.epoch, next.index), (4, 1));
         let direct = loader
-            .resume(LoaderState { epoch: 4, batch: 1 })
+            .resume(LoaderState::at(4, 1))
             .expect("resume")
             .next()
             .expect("a batch")
@@ -214,7 +218,7 @@ mod tests {
             epochs.by_ref().take(per_epoch as usize).count() as u64,
             per_epoch
         );
-        assert_eq!(epochs.state(), LoaderState { epoch: 1, batch: 0 });
+        assert_eq!(epochs.state(), LoaderState::at(1, 0));
     }
 
     #[test]

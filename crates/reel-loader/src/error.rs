@@ -55,6 +55,20 @@ pub enum LoaderError {
         batch: u64,
         batches: u64,
     },
+    /// A saved state belongs to another run: resuming it would deliver other samples.
+    #[error(
+        "the loader state is from another run: its {what} is {was}, this loader's is {is} \
+         (resume with ResumeCheck::KeepPosition to go on from its epoch and batch in this \
+         loader's order anyway)"
+    )]
+    OtherRun {
+        what: &'static str,
+        was: String,
+        is: String,
+    },
+    /// The saved states given cannot say where this rank resumes.
+    #[error("cannot resume: {reason}")]
+    BadResume { reason: String },
     /// An epoch holds no batch on this rank (with `drop_last`, fewer samples than a batch).
     #[error("rank {rank} has no batch in epoch {epoch}")]
     NoBatches { epoch: u64, rank: usize },
@@ -93,7 +107,9 @@ impl LoaderError {
             Self::Episode { source, .. } => source.kind(),
             Self::Mismatch { .. }
             | Self::TooManySkipped { .. }
-            | Self::NoReadableEpisode { .. } => ErrorKind::BadInput,
+            | Self::NoReadableEpisode { .. }
+            | Self::OtherRun { .. }
+            | Self::BadResume { .. } => ErrorKind::BadInput,
             Self::Spec { .. }
             | Self::ResampledManifest { .. }
             | Self::BadShard { .. }

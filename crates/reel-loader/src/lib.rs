@@ -13,7 +13,10 @@
 //! - The order is deterministic for (seed, epoch), sharded by (rank, world) with no
 //!   overlap and full coverage, shuffled globally or by runs of nearby anchors
 //!   ([`Shuffle::Locality`]: one read and one GOP decode serve a whole run).
-//! - [`LoaderState`] (epoch, batch) resumes a run exactly where it stopped;
+//! - [`LoaderState`] (epoch, batch) resumes a run exactly where it stopped, and a
+//!   [`SavedState`] names the run it belongs to (manifest content, spec, seed, order,
+//!   batch size): [`Loader::restore`] refuses another run's, and from the states of all
+//!   ranks resumes on a world of another size, every remaining sample delivered once;
 //!   [`Loader::epochs`] rolls over from epoch to epoch for runs counted in steps.
 //! - A corrupt episode is skipped and reported in [`Batch::skipped`], never a crash; a
 //!   worker that panics ends the epoch at once with [`LoaderError::WorkerLost`].
@@ -82,6 +85,7 @@ mod pack;
 mod row_check;
 mod skipped;
 mod spec;
+mod state;
 #[cfg(test)]
 mod test_fixture;
 mod working_set;
@@ -91,8 +95,8 @@ pub use batch::{Batch, DType, Skipped, Tensor, TensorData};
 pub use epochs::Epochs;
 pub use error::{LoaderError, Result};
 pub use host::{Element, HostBuf, HostMemory};
-pub use loader::{Batches, EpochSize, LoadStats, Loader, LoaderOptions, LoaderState, Sources};
-pub use order::Shuffle;
+pub use loader::{Batches, EpochSize, LoadStats, Loader, LoaderOptions, Sources};
+pub use order::{Shuffle, Span};
 pub use pack::{PackError, Packed, pack};
 pub use reel_video::RgbConversion;
 pub use skipped::SkippedEpisode;
@@ -100,4 +104,5 @@ pub use spec::{
     CameraSpec, DepthSpec, DepthTensorUnit, EdgePolicy, Layout, ProprioKind, ProprioSpec,
     SampleSpec,
 };
+pub use state::{LoaderState, ResumeCheck, RunIdentity, SavedState};
 pub use working_set::{whole_episodes, working_set};

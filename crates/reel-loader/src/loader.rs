@@ -15,15 +15,16 @@ use reel_io::{ByteSource, MmapSource, Store, StoreOptions};
 use reel_manifest::Manifest;
 use reel_mcap::{DecodedGop, EpisodeReader};
 use reel_video::RgbConversion;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::assemble::{CameraPlan, DepthPlan, ProprioPlan, Worker, WorkerCounts};
 use crate::batch::{Batch, Skipped};
 use crate::error::{LoaderError, Result};
 use crate::host::{BufferPool, HostMemory};
-use crate::order::{AnchorIndex, EpochOrder, Shuffle};
+use crate::order::{AnchorIndex, EpochOrder, RankOrder, Shuffle, Span};
 use crate::skipped::{SkippedEpisode, tally_skipped};
 use crate::spec::{DepthTensorUnit, SampleSpec};
+use crate::state::LoaderState;
 
 /// Where episode bytes come from: the store itself, or the node's block cache in front of it.
 #[derive(Debug, Clone)]
@@ -131,7 +132,7 @@ pub struct EpochSize {
 }
 
 impl EpochSize {
-    fn of(samples: u64, batch_size: u64, drop_last: bool) -> Self {
+    pub(crate) fn of(samples: u64, batch_size: u64, drop_last: bool) -> Self {
         let batches = if drop_last {
             samples / batch_size
         } else {
@@ -139,14 +140,6 @@ impl EpochSize {
         };
         Self { samples, batches }
     }
-}
-
-/// Where a run stands: kept in checkpoints, and all it takes to resume exactly.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LoaderState {
-    pub epoch: u64,
-    /// Batches of the epoch already delivered.
-    pub batch: u64,
 }
 
 /// What the loader's workers did so far.
@@ -176,6 +169,8 @@ pub(crate) struct GopCache {
 
 pub(crate) struct Shared {
     pub manifest: Manifest,
+    /// A hash of the spec, for [`crate::RunIdentity`].
+    pub spec_hash: String,
     pub index: AnchorIndex,
     pub sources: Sources,
     pub cameras: Vec<CameraPlan>,
@@ -246,6 +241,9 @@ impl Loader {
             });
         }
         let index = AnchorIndex::new(&manifest, spec.sampling_rule())?;
+        // Serialising a spec cannot fail (plain data); its fields in declaration order.
+        let spec_json = serde_json::to_vec(spec).unwrap_or_default();
+        let spec_hash = format!("fnv1a:{:016x}", reel_manifest::fnv1a(spec_json));
         if index.total() == 0 {
             return Err(LoaderError::NoSamples {
                 path: manifest.path().to_path_buf(),
@@ -372,6 +370,7 @@ impl Loader {
         Ok(Self {
             shared: Arc::new(Shared {
                 manifest,
+                spec_hash,
                 index,
                 sources,
                 cameras,
@@ -418,6 +417,11 @@ impl Loader {
         &self.shared.options
     }
 
+    /// A hash of the spec the loader was built with.
+    pub(crate) fn spec_hash(&self) -> &str {
+        &self.shared.spec_hash
+    }
+
     /// Makes the worker that takes `batch` panic, to test how a lost worker surfaces.
     #[cfg(test)]
     pub(crate) fn panic_on_batch(&self, batch: u64) {
@@ -459,21 +463,19 @@ impl Loader {
 
     /// Batches of `epoch` from its start.
     pub fn epoch(&self, epoch: u64) -> Result<Batches> {
-        self.resume(LoaderState { epoch, batch: 0 })
+        self.resume(LoaderState::at(epoch, 0))
     }
 
-    /// Batches from `state` on: exactly those an uninterrupted run delivers next.
+    /// Batches from `state` on: exactly those an uninterrupted run delivers next. A
+    /// state saved by another run or world size goes through [`Loader::restore`] first.
     pub fn resume(&self, state: LoaderState) -> Result<Batches> {
         let shared = &self.shared;
         let o = &shared.options;
-        let order = Arc::new(EpochOrder::new(
-            shared.index.total(),
-            o.shuffle,
-            o.seed,
+        let order = Arc::new(self.rank_order(
             state.epoch,
-            o.rank,
-            o.world,
-        ));
+            (o.rank as u64, o.world as u64),
+            &state.spans,
+        )?);
         let batch_size = o.batch_size.max(1) as u64;
         let total = EpochSize::of(order.len(), batch_size, o.drop_last).batches;
         if state.batch > total {
@@ -508,6 +510,7 @@ impl Loader {
         Ok(Batches {
             shared: Arc::clone(shared),
             epoch: state.epoch,
+            spans: state.spans,
             next: state.batch,
             total,
             samples_in_epoch: order.len(),
@@ -549,7 +552,7 @@ impl Control {
 
 struct Job {
     shared: Arc<Shared>,
-    order: Arc<EpochOrder>,
+    order: Arc<RankOrder>,
     control: Arc<Control>,
     tx: Sender<(u64, Result<Batch>)>,
     epoch: u64,
@@ -652,6 +655,8 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 pub struct Batches {
     shared: Arc<Shared>,
     epoch: u64,
+    /// The rank's spans of this epoch, when it resumed on another world size.
+    spans: Vec<Span>,
     next: u64,
     total: u64,
     samples_in_epoch: u64,
@@ -693,6 +698,7 @@ impl Batches {
         LoaderState {
             epoch: self.epoch,
             batch: self.next,
+            spans: self.spans.clone(),
         }
     }
 

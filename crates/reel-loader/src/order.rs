@@ -222,6 +222,130 @@ impl EpochOrder {
     }
 }
 
+/// Positions `start..end` of one rank's order in an epoch: the order of rank `rank` of a
+/// world of `world` ranks (the world the epoch started on). A rank resumed on another
+/// world size mid-epoch delivers a list of these, the rest of the old ranks' orders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    pub rank: u64,
+    pub world: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Span {
+    fn len(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// Items `from..to` of the concatenation of `spans`, as spans.
+pub(crate) fn slice_spans(spans: &[Span], from: u64, to: u64) -> Vec<Span> {
+    let mut out = Vec::new();
+    let mut first = 0u64;
+    for span in spans {
+        let (lo, hi) = (from.max(first), to.min(first + span.len()));
+        if lo < hi {
+            out.push(Span {
+                start: span.start + (lo - first),
+                end: span.start + (hi - first),
+                ..*span
+            });
+        }
+        first += span.len();
+    }
+    out
+}
+
+/// The samples one rank delivers in an epoch: its own share ([`EpochOrder`]), or the
+/// spans of other ranks' orders it took over when the run resumed on another world size.
+/// Memory grows with the spans (at most the old and new world sizes), never the corpus.
+#[derive(Debug)]
+pub(crate) struct RankOrder {
+    spans: Vec<Span>,
+    /// Each span's order.
+    orders: Vec<EpochOrder>,
+    /// Each span's first position in this rank's order.
+    firsts: Vec<u64>,
+    len: u64,
+}
+
+impl RankOrder {
+    /// Rank `rank` of `world` in `epoch`: its own share, or `spans` when given.
+    pub(crate) fn new(
+        total: u64,
+        shuffle: Shuffle,
+        (seed, epoch): (u64, u64),
+        (rank, world): (usize, usize),
+        spans: &[Span],
+    ) -> Result<Self, String> {
+        if spans.is_empty() {
+            let order = EpochOrder::new(total, shuffle, seed, epoch, rank, world);
+            let len = order.len();
+            let own = Span {
+                rank: rank as u64,
+                world: world as u64,
+                start: 0,
+                end: len,
+            };
+            return Ok(Self {
+                spans: vec![own],
+                orders: vec![order],
+                firsts: vec![0],
+                len,
+            });
+        }
+        let mut this = Self {
+            spans: Vec::with_capacity(spans.len()),
+            orders: Vec::with_capacity(spans.len()),
+            firsts: Vec::with_capacity(spans.len()),
+            len: 0,
+        };
+        for span in spans.iter().filter(|s| s.len() > 0) {
+            if span.world == 0 || span.rank >= span.world {
+                return Err(format!("span {span:?} names no rank of its world"));
+            }
+            let order = EpochOrder::new(
+                total,
+                shuffle,
+                seed,
+                epoch,
+                span.rank as usize,
+                span.world as usize,
+            );
+            if span.end > order.len() {
+                return Err(format!(
+                    "span {span:?} passes the {} samples of rank {} of {} in epoch {epoch}",
+                    order.len(),
+                    span.rank,
+                    span.world
+                ));
+            }
+            this.spans.push(*span);
+            this.orders.push(order);
+            this.firsts.push(this.len);
+            this.len += span.len();
+        }
+        Ok(this)
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The spans of positions `from..to` of this order.
+    pub(crate) fn spans(&self, from: u64, to: u64) -> Vec<Span> {
+        slice_spans(&self.spans, from, to)
+    }
+
+    /// Global sample at position `i` (`i < len()`).
+    pub(crate) fn at(&self, i: u64) -> u64 {
+        // The span holding `i`: the last one starting at or before it.
+        let k = self.firsts.partition_point(|&first| first <= i) - 1;
+        self.orders[k].at(self.spans[k].start + (i - self.firsts[k]))
+    }
+}
+
 /// Items of `0..n` a rank takes when ranks take every `world`-th from `rank` on.
 fn share(n: u64, rank: u64, world: u64) -> u64 {
     if rank < n {

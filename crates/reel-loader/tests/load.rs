@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use reel_io::{MmapSource, Store};
 use reel_loader::{
-    Batch, EdgePolicy, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources,
+    Batch, EdgePolicy, Loader, LoaderError, LoaderOptions, LoaderState, ResumeCheck, SampleSpec,
+    SavedState, Shuffle, Sources,
 };
 use reel_manifest::{Manifest, ManifestMeta, ManifestWriter, SamplingRule};
 use reel_mcap::EpisodeReader;
@@ -667,7 +668,7 @@ fn resuming_gives_the_batches_an_uninterrupted_run_gives() {
         let mut first = loader.epoch(2).expect("epoch");
         let head: Vec<Batch> = first.by_ref().take(3).map(|b| b.expect("batch")).collect();
         let state = first.state();
-        assert_eq!(state, LoaderState { epoch: 2, batch: 3 });
+        assert_eq!(state, LoaderState::at(2, 3));
         drop(first);
         // The state survives a checkpoint as JSON.
         let state: LoaderState =
@@ -680,6 +681,162 @@ fn resuming_gives_the_batches_an_uninterrupted_run_gives() {
         let resumed: Vec<Batch> = head.into_iter().chain(rest).collect();
         assert_eq!(resumed, uninterrupted, "{shuffle:?}");
     }
+}
+
+/// Three ranks save mid-epoch; the run resumes on two ranks, then on five: what was
+/// delivered before plus what the new ranks deliver is the whole epoch, each sample once.
+#[test]
+fn a_run_resumes_on_another_world_size_delivering_the_rest_once() {
+    let spec = spec();
+    let f = fixture(3, 3.0, spec.sampling_rule());
+    for shuffle in [Shuffle::Global, Shuffle::Locality { run: 4 }] {
+        let at = |rank, world| LoaderOptions {
+            batch_size: 3,
+            workers: 2,
+            seed: 11,
+            shuffle,
+            rank,
+            world,
+            ..LoaderOptions::default()
+        };
+        let whole = samples(&all_batches(&loader(&f, &spec, at(0, 1)), 1));
+        for new_world in [2, 5] {
+            let mut seen = Vec::new();
+            let saved: Vec<SavedState> = (0..3)
+                .map(|rank| {
+                    let old = loader(&f, &spec, at(rank, 3));
+                    let mut batches = old.epoch(1).expect("epoch");
+                    let head: Vec<Batch> = batches
+                        .by_ref()
+                        .take(2 + rank % 2)
+                        .map(|b| b.expect("batch"))
+                        .collect();
+                    seen.extend(samples(&head));
+                    let saved = old.saved_state(batches.state());
+                    // A checkpoint keeps it as JSON.
+                    serde_json::from_str(&serde_json::to_string(&saved).expect("json"))
+                        .expect("parses")
+                })
+                .collect();
+            for rank in 0..new_world {
+                let new = loader(&f, &spec, at(rank, new_world));
+                let position = new.restore(&saved, ResumeCheck::SameRun).expect("restores");
+                let rest: Vec<Batch> = new
+                    .epochs(position)
+                    .take_while(|b| b.as_ref().is_ok_and(|b| b.epoch == 1))
+                    .map(|b| b.expect("batch"))
+                    .collect();
+                seen.extend(samples(&rest));
+            }
+            let mut expected = whole.clone();
+            expected.sort();
+            seen.sort();
+            assert_eq!(seen, expected, "{shuffle:?} on {new_world} ranks");
+        }
+    }
+}
+
+/// A state names its run: another seed, spec or manifest content is refused naming what
+/// changed; a copy of the manifest elsewhere is the same manifest; the override goes on.
+#[test]
+fn a_state_from_another_run_is_refused_naming_what_changed() {
+    let spec = spec();
+    let f = fixture(2, 3.0, spec.sampling_rule());
+    let options = LoaderOptions {
+        batch_size: 2,
+        seed: 3,
+        ..LoaderOptions::default()
+    };
+    let first = loader(&f, &spec, options.clone());
+    let saved = first.saved_state(LoaderState::at(0, 2));
+    let refused = |other: &Loader, what: &str| {
+        let err = other
+            .restore(&[saved.clone()], ResumeCheck::SameRun)
+            .expect_err(what);
+        assert!(
+            matches!(&err, LoaderError::OtherRun { what: w, .. } if *w == what),
+            "{err}"
+        );
+        assert_eq!(err.kind(), reel_io::ErrorKind::BadInput);
+        assert!(err.to_string().contains(what), "{err}");
+    };
+    let reseeded = loader(
+        &f,
+        &spec,
+        LoaderOptions {
+            seed: 4,
+            ..options.clone()
+        },
+    );
+    refused(&reseeded, "seed");
+    let mut other_spec = spec.clone();
+    other_spec.cameras.pop();
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    let respecced = Loader::new(
+        manifest,
+        &other_spec,
+        Sources::Store(store(f.dir.path())),
+        options.clone(),
+    )
+    .expect("loader");
+    refused(&respecced, "spec");
+    let bigger = loader(
+        &f,
+        &spec,
+        LoaderOptions {
+            batch_size: 4,
+            ..options.clone()
+        },
+    );
+    refused(&bigger, "batch size");
+
+    // The same rows under another name are the same manifest.
+    let copy = f.dir.path().join("elsewhere.arrow");
+    std::fs::copy(&f.manifest, &copy).expect("copy");
+    let moved = Loader::new(
+        Manifest::open(&copy).expect("manifest"),
+        &spec,
+        Sources::Store(store(f.dir.path())),
+        options.clone(),
+    )
+    .expect("loader");
+    assert_eq!(
+        moved
+            .restore(&[saved.clone()], ResumeCheck::SameRun)
+            .expect("same run"),
+        LoaderState::at(0, 2)
+    );
+    // Other rows are another manifest.
+    let rows = Manifest::open(&f.manifest).expect("manifest");
+    let fewer = f.dir.path().join("fewer.arrow");
+    let meta = ManifestMeta::new("SELECT 1", "test", spec.sampling_rule());
+    let mut writer = ManifestWriter::create(&fewer, &meta).expect("manifest");
+    let e = rows.episode(0).expect("row");
+    writer
+        .push(&reel_manifest::ManifestRow {
+            episode_id: e.episode_id().expect("id"),
+            uri: e.uri().expect("uri"),
+            start_ns: e.start_ns(),
+            end_ns: e.end_ns(),
+            ..Default::default()
+        })
+        .expect("row");
+    writer.finish().expect("written");
+    let recurated = Loader::new(
+        Manifest::open(&fewer).expect("manifest"),
+        &spec,
+        Sources::Store(store(f.dir.path())),
+        options.clone(),
+    )
+    .expect("loader");
+    refused(&recurated, "manifest");
+    // Deliberately: the saved epoch and batch, in the new order.
+    assert_eq!(
+        reseeded
+            .restore(&[saved], ResumeCheck::KeepPosition)
+            .expect("kept"),
+        LoaderState::at(0, 2)
+    );
 }
 
 #[test]

@@ -1,4 +1,8 @@
-//! The one stable hash of Reel's ids and digests.
+//! The one stable hash of Reel's ids and digests, and the content hash a manifest carries.
+
+use std::io::Write;
+
+use twox_hash::XxHash3_128;
 
 /// FNV-1a 64 over `bytes`: stable across runs, platforms and Rust versions (unlike
 /// `std`'s hashers), cheap, and good enough for ids that are also compared in full.
@@ -10,9 +14,68 @@ pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     })
 }
 
+/// The content hash of a manifest's bytes as text: `xxh3_128:` and 32 hex digits.
+pub(crate) fn content_hash_text(hash: u128) -> String {
+    format!("xxh3_128:{hash:032x}")
+}
+
+/// The content hash of `bytes`, as [`content_hash_text`] writes it.
+pub(crate) fn content_hash_of(bytes: &[u8]) -> String {
+    content_hash_text(XxHash3_128::oneshot(bytes))
+}
+
+/// Passes writes through to `inner` and hashes every byte on the way: the manifest
+/// writer's hash of what it wrote, with no second read of the file.
+pub(crate) struct Hashing<W> {
+    inner: W,
+    hasher: XxHash3_128,
+}
+
+impl<W: Write> Hashing<W> {
+    pub(crate) fn new(inner: W) -> Self {
+        Self {
+            inner,
+            hasher: XxHash3_128::new(),
+        }
+    }
+
+    /// The hash of every byte written so far.
+    pub(crate) fn hash(&self) -> u128 {
+        self.hasher.finish_128()
+    }
+
+    pub(crate) fn into_inner(self) -> W {
+        self.inner
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.write(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::fnv1a;
+    use super::*;
+
+    #[test]
+    fn the_writer_hashes_what_passes_through_it() {
+        let mut w = Hashing::new(Vec::new());
+        w.write_all(b"reel ").unwrap();
+        w.write_all(b"manifest").unwrap();
+        assert_eq!(
+            content_hash_text(w.hash()),
+            content_hash_of(b"reel manifest")
+        );
+        assert_eq!(w.into_inner(), b"reel manifest");
+    }
 
     #[test]
     fn matches_the_published_fnv1a_vectors() {

@@ -64,6 +64,9 @@ pub mod keys {
     pub const PERIOD_NS: &str = "reel.manifest.sampling.period_ns";
     pub const BEFORE_NS: &str = "reel.manifest.sampling.before_ns";
     pub const AFTER_NS: &str = "reel.manifest.sampling.after_ns";
+    /// In the file's footer (Arrow's custom metadata), written last: `xxh3_128:` and the
+    /// hash of every byte before the end-of-stream marker.
+    pub const CONTENT_HASH: &str = "reel.manifest.content_hash";
 }
 
 /// Column names, in file order.

@@ -36,6 +36,11 @@ pub struct Manifest {
     row_starts: Vec<usize>,
     /// First global sample of each batch, plus the total at the end.
     sample_starts: Vec<u64>,
+    /// The hash the footer names, or one computed over the file when first asked for
+    /// (manifests written before the footer carried it).
+    content_hash: std::sync::OnceLock<String>,
+    /// The whole mapped file, for that computation.
+    buffer: Buffer,
 }
 
 fn column<T: 'static + Clone>(
@@ -114,6 +119,16 @@ impl Manifest {
                 .map_err(|e| ManifestError::corrupt(&path, format!("unreadable schema: {e}")))?,
         );
         let meta = parse_meta(&path, schema.metadata())?;
+        let content_hash = std::sync::OnceLock::new();
+        if let Some(hash) = footer
+            .custom_metadata()
+            .into_iter()
+            .flatten()
+            .find(|kv| kv.key() == Some(keys::CONTENT_HASH))
+            .and_then(|kv| kv.value())
+        {
+            let _ = content_hash.set(hash.to_string());
+        }
 
         let mut decoder =
             FileDecoder::new(schema.clone(), footer.version()).with_require_alignment(true);
@@ -197,7 +212,17 @@ impl Manifest {
             batches,
             row_starts,
             sample_starts,
+            content_hash,
+            buffer,
         })
+    }
+
+    /// The manifest's identity: the hash of its content (`xxh3_128:` and 32 hex digits),
+    /// the same wherever the file is copied or however it is named. A manifest names it
+    /// in its footer; one written before that is hashed whole on the first call.
+    pub fn content_hash(&self) -> &str {
+        self.content_hash
+            .get_or_init(|| crate::hash::content_hash_of(&self.buffer))
     }
 
     /// Where the manifest was opened from.

@@ -1,6 +1,6 @@
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -13,6 +13,7 @@ use arrow_array::{
 use arrow_ipc::writer::FileWriter;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+use crate::hash::{Hashing, content_hash_text};
 use crate::{FORMAT_VERSION, ManifestError, ManifestMeta, columns as col, keys};
 
 /// Rows per record batch. Batches keep every i32 string offset in range at
@@ -163,7 +164,7 @@ impl Columns {
     }
 }
 
-type IpcFile = FileWriter<BufWriter<File>>;
+type IpcFile = FileWriter<BufWriter<Hashing<File>>>;
 
 /// The thread that writes finished batches to the file while the caller
 /// builds the next one.
@@ -283,9 +284,11 @@ impl ManifestWriter {
         let sync_handle = file.try_clone().map_err(ManifestError::io(&tmp))?;
         let schema: SchemaRef = Arc::new(schema(meta));
         let writer =
-            FileWriter::try_new_buffered(file, &schema).map_err(|source| ManifestError::Arrow {
-                path: tmp.clone(),
-                source,
+            FileWriter::try_new_buffered(Hashing::new(file), &schema).map_err(|source| {
+                ManifestError::Arrow {
+                    path: tmp.clone(),
+                    source,
+                }
             })?;
         let sink = BatchSink::start(writer, sync_handle, tmp.clone());
         Ok(Self {
@@ -470,6 +473,14 @@ impl ManifestWriter {
             return Err(self.failed_earlier());
         };
         let mut writer = sink.close()?;
+        // The footer names the hash of every byte before it: the manifest's identity
+        // (a loader state records it), known without reading the file again.
+        writer
+            .get_mut()
+            .flush()
+            .map_err(ManifestError::io(&self.tmp))?;
+        let hash = content_hash_text(writer.get_ref().get_ref().hash());
+        writer.write_metadata(keys::CONTENT_HASH, hash);
         writer.finish().map_err(|source| ManifestError::Arrow {
             path: self.tmp.clone(),
             source,
@@ -484,7 +495,8 @@ impl ManifestWriter {
             .map_err(|e| ManifestError::Io {
                 path: self.tmp.clone(),
                 source: e.into_error(),
-            })?;
+            })?
+            .into_inner();
         file.sync_all().map_err(ManifestError::io(&self.tmp))?;
         std::fs::rename(&self.tmp, &self.path).map_err(ManifestError::io(&self.path))?;
         self.finished = true;

@@ -10,7 +10,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use reel_cache::{BlockCache, CacheConfig};
 use reel_io::{StoreOptions, split_object_uri};
-use reel_loader::{Batches, LoadStats, LoaderOptions, LoaderState, Shuffle, Sources};
+use reel_loader::{
+    Batches, LoadStats, LoaderOptions, LoaderState, ResumeCheck, SavedState, Shuffle, Sources, Span,
+};
 
 use crate::errors::{OrRaise, bad_input};
 
@@ -118,20 +120,43 @@ impl NativeLoader {
         })
     }
 
-    /// Starts iterating at `(epoch, batch)`: the batches an uninterrupted run delivers
-    /// from there. Stops any iteration in progress.
-    fn start(&self, py: Python<'_>, epoch: u64, batch: u64) -> PyResult<()> {
+    /// Starts iterating at `(epoch, batch)` (of `spans`, a JSON list, when the epoch was
+    /// resumed on another world size): the batches an uninterrupted run delivers from
+    /// there. Stops any iteration in progress.
+    #[pyo3(signature = (epoch, batch, spans=None))]
+    fn start(&self, py: Python<'_>, epoch: u64, batch: u64, spans: Option<&str>) -> PyResult<()> {
+        let position = position(epoch, batch, spans)?;
         py.detach(|| {
             let mut current = lock(&self.current);
             // Joins the old workers before new ones start.
             current.take();
-            *current = Some(
-                self.loader
-                    .resume(LoaderState { epoch, batch })
-                    .or_raise()?,
-            );
+            *current = Some(self.loader.resume(position).or_raise()?);
             Ok(())
         })
+    }
+
+    /// The state this rank saves at `(epoch, batch)` (and `spans`), as JSON: what the run
+    /// is (manifest content hash, spec, seed, shuffle, batch size), rank, world, position.
+    #[pyo3(signature = (epoch, batch, spans=None))]
+    fn saved_state(&self, epoch: u64, batch: u64, spans: Option<&str>) -> PyResult<String> {
+        let saved = self.loader.saved_state(position(epoch, batch, spans)?);
+        serde_json::to_string(&saved).map_err(|e| bad_input(e.to_string()))
+    }
+
+    /// Where this rank resumes from `states` (a JSON list of saved states: one, or every
+    /// rank's), as JSON `{epoch, batch, spans?}`. `keep_position` continues a changed run.
+    fn restore(&self, py: Python<'_>, states: &str, keep_position: bool) -> PyResult<String> {
+        let saved: Vec<SavedState> = serde_json::from_str(states)
+            .map_err(|e| bad_input(format!("loader state is not one Reel saved: {e}")))?;
+        let check = if keep_position {
+            ResumeCheck::KeepPosition
+        } else {
+            ResumeCheck::SameRun
+        };
+        let position = py
+            .detach(|| self.loader.restore(&saved, check))
+            .or_raise()?;
+        serde_json::to_string(&position).map_err(|e| bad_input(e.to_string()))
     }
 
     /// Stops the iteration in progress (its workers end).
@@ -174,10 +199,13 @@ impl NativeLoader {
         }
     }
 
-    /// `(samples, batches)` of `epoch` on this rank.
-    fn epoch_size(&self, py: Python<'_>, epoch: u64) -> PyResult<(u64, u64)> {
+    /// `(samples, batches)` of `epoch` on this rank (of `spans`, when resumed on another
+    /// world size).
+    #[pyo3(signature = (epoch, spans=None))]
+    fn epoch_size(&self, py: Python<'_>, epoch: u64, spans: Option<&str>) -> PyResult<(u64, u64)> {
+        let position = position(epoch, 0, spans)?;
         py.detach(|| {
-            let size = self.loader.epoch_size(epoch).or_raise()?;
+            let size = self.loader.epoch_size_at(&position).or_raise()?;
             Ok((size.samples, size.batches))
         })
     }
@@ -255,4 +283,18 @@ impl NativeLoader {
         }
         Ok(dict)
     }
+}
+
+/// A position from its parts as Python keeps them.
+fn position(epoch: u64, batch: u64, spans: Option<&str>) -> PyResult<LoaderState> {
+    let spans: Vec<Span> = match spans {
+        None => Vec::new(),
+        Some(json) => serde_json::from_str(json)
+            .map_err(|e| bad_input(format!("loader state spans are not Reel's: {e}")))?,
+    };
+    Ok(LoaderState {
+        epoch,
+        batch,
+        spans,
+    })
 }

@@ -257,13 +257,10 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
         }
         Ok(first.ok_or("no batch")?)
     };
-    let first_batch_s = run(LoaderState { epoch: 0, batch: 0 })?;
-    let rollover_s = run(LoaderState { epoch: 1, batch: 0 })?;
+    let first_batch_s = run(LoaderState::at(0, 0))?;
+    let rollover_s = run(LoaderState::at(1, 0))?;
     let half = loader.epoch_size(2)?.batches / 2;
-    let resume_s = run(LoaderState {
-        epoch: 2,
-        batch: half,
-    })?;
+    let resume_s = run(LoaderState::at(2, half))?;
     let (peak_rss_mib, anon_rss_mib) = memory_mib()?;
     println!(
         "{}",

@@ -62,13 +62,7 @@ fn a_panicking_worker_surfaces_at_once_as_worker_lost() {
         // Batches before the lost one, in order, possibly not all of them.
         assert!(delivered.len() as u64 <= lost_batch);
         assert_eq!(delivered, (0..delivered.len() as u64).collect::<Vec<_>>());
-        assert_eq!(
-            state,
-            LoaderState {
-                epoch: 0,
-                batch: delivered.len() as u64
-            }
-        );
+        assert_eq!(state, LoaderState::at(0, delivered.len() as u64));
     }
 }
 

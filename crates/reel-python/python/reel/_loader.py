@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import json
 import os
 import warnings
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from . import _reel
 from ._layout import LEROBOT, REEL, lerobot_batch
@@ -189,20 +190,12 @@ class Loader:
                 f"store folder {folder} is missing: serving what the cache holds",
                 stacklevel=2,
             )
-        self._config = {
-            "seed": seed,
-            "batch_size": batch_size,
-            "shuffle": shuffle,
-            "run": run if shuffle == "locality" else None,
-            "world": world,
-            "drop_last": drop_last,
-            "total_samples": self._native.total_samples,
-        }
-        self._rank = rank
         self._layout = layout
         self._image_dtype = image_dtype
         self._epoch = 0
         self._batch = 0
+        # The rank's part of the epoch when it resumed on another world size (JSON).
+        self._spans: str | None = None
         self._generation = 0
         self._episodes: dict[int, tuple[str, int]] = {}
 
@@ -213,7 +206,7 @@ class Loader:
         # generator (abandoned, collected later) must neither read nor stop it.
         self._generation += 1
         mine = self._generation
-        self._native.start(self._epoch, self._batch)
+        self._native.start(self._epoch, self._batch, self._spans)
         try:
             while self._generation == mine:
                 item = self._native.next_batch()
@@ -229,13 +222,15 @@ class Loader:
             # The whole epoch was delivered: the next iteration is the next epoch.
             self._epoch += 1
             self._batch = 0
+            self._spans = None
         finally:
             if self._generation == mine:
                 self._native.stop()
 
     def __len__(self) -> int:
-        """Batches in the current epoch on this rank."""
-        return self.epoch_len(self._epoch)
+        """Batches in the current epoch on this rank (of the rest of it, after a resume on
+        another world size)."""
+        return self._native.epoch_size(self._epoch, self._spans)[1]
 
     def epoch_len(self, epoch: int) -> int:
         """Batches in epoch ``epoch`` on this rank (an iteration in progress goes on)."""
@@ -248,6 +243,7 @@ class Loader:
         self._native.stop()
         self._epoch = int(epoch)
         self._batch = 0
+        self._spans = None
 
     @property
     def epoch(self) -> int:
@@ -257,33 +253,59 @@ class Loader:
     # Checkpoints ----------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the run stands: the epoch and the batches of it delivered, with the
-        settings the order depends on. Keep it in the checkpoint with the model."""
-        return {"epoch": self._epoch, "batch": self._batch, "rank": self._rank, **self._config}
+        """Where this rank stands, for the checkpoint: the epoch and the batches of it
+        delivered, this rank and world, and ``run``: what the position belongs to (the
+        manifest's content hash, a hash of the spec, seed, shuffle, batch size,
+        drop_last). Plain JSON data."""
+        return json.loads(self._native.saved_state(self._epoch, self._batch, self._spans))
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resumes at ``state``: the next iteration delivers exactly the batches an
-        uninterrupted run delivers after it. Refuses a state from a loader whose order
-        differs (seed, batch size, shuffle, world size or manifest). A state saved by
-        another rank of the same run applies to this rank's shard: ranks step together."""
-        try:
-            epoch, batch = int(state["epoch"]), int(state["batch"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise _reel.BadInputError(f"loader state {state!r}: needs integer epoch and batch") from e
-        for key, mine in self._config.items():
-            theirs = state.get(key, mine)
-            if theirs != mine:
-                raise _reel.BadInputError(
-                    f"loader state is from a run with {key}={theirs!r}; this loader has {key}={mine!r}"
-                )
-        batches = self._native.epoch_size(epoch)[1]
-        if batch > batches:
+    def load_state_dict(
+        self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, override: bool = False
+    ) -> None:
+        """Resumes from ``state``: the next iterations deliver exactly what an
+        uninterrupted run delivers after it.
+
+        ``state`` is one rank's :meth:`state_dict` or the list of every rank's. One state
+        serves a world of the same size (ranks step together, so any rank's state places
+        every rank at an epoch's start or on its own share). Resuming on another number
+        of ranks mid-epoch needs the list of all ranks' states: the ranks of the new world
+        then together deliver the rest of the epoch, every remaining sample once (each
+        rank a contiguous part of it, so its batch count may differ from the old one's),
+        then go on with whole epochs.
+
+        A state from another run (another manifest content, spec, seed, shuffle, batch
+        size or drop_last) raises ``reel.BadInputError`` naming what changed. With
+        ``override=True`` it is applied anyway: the saved epoch and batch number go on in
+        this loader's order, so that epoch's rest may repeat or miss samples (later epochs
+        are exact)."""
+        states = [state] if isinstance(state, Mapping) else list(state)
+        if not states or not all(isinstance(s, Mapping) for s in states):
             raise _reel.BadInputError(
-                f"loader state epoch {epoch} batch {batch} is past the {batches} batches of an epoch"
+                f"loader state {state!r}: needs a state_dict() or a list of them"
             )
+        if any("run" not in s for s in states):
+            if not override:
+                raise _reel.BadInputError(
+                    "loader state has no 'run' (saved by an older Reel, or not by state_dict()): "
+                    "pass override=True to go on from its epoch and batch in this loader's order"
+                )
+            try:
+                epoch, batch = int(states[0]["epoch"]), int(states[0]["batch"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise _reel.BadInputError(f"loader state {state!r}: needs integer epoch and batch") from e
+            position = {"epoch": epoch, "batch": min(batch, self.epoch_len(epoch))}
+        else:
+            position = json.loads(self._native.restore(json.dumps(states), override))
         self._generation += 1
         self._native.stop()
-        self._epoch, self._batch = epoch, batch
+        self._epoch, self._batch = int(position["epoch"]), int(position["batch"])
+        spans = position.get("spans")
+        self._spans = json.dumps(spans) if spans else None
+
+    @property
+    def mid_epoch(self) -> bool:
+        """Whether the next iteration starts inside an epoch (after a resume)."""
+        return self._batch > 0 or self._spans is not None
 
     # Introspection --------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.context
 import os
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -181,11 +181,12 @@ class ReelDataset(torch.utils.data.IterableDataset):
         epoch = self._progress.epoch
         if self._resume is not None and workers > 1:
             raise BadInputError(
-                f"a mid-epoch state (epoch {self._resume['epoch']}, batch {self._resume['batch']}) "
-                "resumes with num_workers=0: DataLoader workers split the rank's shard their own way"
+                "a mid-epoch state resumes with num_workers=0: DataLoader workers split the "
+                "rank's shard their own way"
             )
         if self._resume is not None:
-            loader.load_state_dict(self._resume)
+            state, override = self._resume
+            loader.load_state_dict(state, override=override)
         elif loader.epoch != epoch or workers > 1:
             loader.set_epoch(epoch)
         self._resume = None
@@ -217,11 +218,12 @@ class ReelDataset(torch.utils.data.IterableDataset):
             self._loader.set_epoch(int(epoch))
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the run stands: save it with the model. Exact mid-epoch with
-        ``num_workers=0``; with DataLoader workers, at epoch boundaries only (mid-epoch
-        it raises ``reel.BadInputError``)."""
+        """Where the run stands (:meth:`reel.Loader.state_dict`): save it with the model.
+        Exact mid-epoch with ``num_workers=0``; with DataLoader workers, at epoch
+        boundaries only (mid-epoch it raises ``reel.BadInputError``)."""
         if self._resume is not None:
-            return dict(self._resume)
+            # A state loaded and not iterated yet: the position it resumes at.
+            return self._open((self._rank, self._world)).state_dict()
         if self._progress.mid_epoch():
             raise BadInputError(
                 "ReelDataset.state_dict() mid-epoch under DataLoader worker processes: only "
@@ -236,18 +238,18 @@ class ReelDataset(torch.utils.data.IterableDataset):
                 loader.set_epoch(self._progress.epoch)
         return loader.state_dict()
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """The next iteration resumes at ``state``: exactly the batches an uninterrupted
-        run delivers after it (with ``num_workers=0``; DataLoader workers resume a state
-        saved at an epoch boundary)."""
-        try:
-            epoch, batch = int(state["epoch"]), int(state["batch"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise BadInputError(f"loader state {state!r}: needs integer epoch and batch") from e
-        # Checked now (the order it came from, its position), not at the first batch.
-        self._open((self._rank, self._world)).load_state_dict(state)
-        self._progress.set(epoch)
-        self._resume = dict(state) if batch else None
+    def load_state_dict(
+        self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, override: bool = False
+    ) -> None:
+        """The next iteration resumes at ``state`` (:meth:`reel.Loader.load_state_dict`:
+        one rank's state, or every rank's to resume on another number of ranks): exactly
+        the batches an uninterrupted run delivers after it (with ``num_workers=0``;
+        DataLoader workers resume a state saved at an epoch boundary)."""
+        # Checked now (the run it came from, its position), not at the first batch.
+        loader = self._open((self._rank, self._world))
+        loader.load_state_dict(state, override=override)
+        self._progress.set(loader.epoch)
+        self._resume = (state, override) if loader.mid_epoch else None
 
     @property
     def epoch(self) -> int:
