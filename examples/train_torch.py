@@ -7,7 +7,8 @@ to the action chunk; it trains with AdamW on ``reel.torch.ReelDataset`` batches.
 one Reel checkpoint (atomic, checksummed: what reel-supervise verifies), and it writes
 the heartbeat file reel-supervise watches after every step. Restarted, it resumes from
 ``REEL_RESUME_STEP`` (set by reel-supervise) or the newest checkpoint: the same batches
-an uninterrupted run would have seen next.
+an uninterrupted run would have seen next. The checkpoint keeps every rank's loader
+state, so a run restarted on fewer (or more) nodes goes on with the rest of its epoch.
 
     python examples/train_torch.py --manifest train.arrow --spec testdata/spec.toml \\
         --store store/ --checkpoints ckpt/ --steps 200
@@ -55,12 +56,23 @@ def latest_frames(batch: dict, cameras: list[str]) -> list[torch.Tensor]:
     return [batch[c][:, -1].permute(0, 3, 1, 2) for c in cameras]
 
 
-def save(root: pathlib.Path, step: int, model, optimizer, dataset) -> None:
+def loader_states(dataset) -> list[dict]:
+    """Every rank's loader state, in rank order: what a restart on any number of ranks
+    resumes from (each state alone only serves a world of the same size)."""
+    mine = dataset.state_dict()
+    if not dist.is_initialized():
+        return [mine]
+    states: list = [None] * dist.get_world_size()
+    dist.all_gather_object(states, mine)
+    return states
+
+
+def save(root: pathlib.Path, step: int, model, optimizer, states: list[dict]) -> None:
     weights = io.BytesIO()
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, weights)
     reel.save_checkpoint(root, step, {
         "model.pt": weights.getvalue(),
-        "loader.json": json.dumps(dataset.state_dict()).encode(),
+        "loader.json": json.dumps(states).encode(),
         "step.json": json.dumps({"step": step}).encode(),
     })
 
@@ -98,8 +110,9 @@ def main() -> int:
     model = Policy(state_dim, len(cameras), action_steps, action_dim).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
 
-    # Ranks step in lockstep (DDP): rank 0 saves, and every rank resumes from its
-    # checkpoint, applying the (epoch, batch) to its own shard.
+    # Ranks step in lockstep (DDP): rank 0 saves every rank's loader state, and every
+    # rank resumes from the list, on this world whatever its size was (a restart on
+    # fewer nodes delivers the rest of the epoch, each sample once).
     ckpt_root = args.checkpoints
     step, resumed_from = 0, None
     latest = reel.latest_checkpoint(ckpt_root)
@@ -131,8 +144,10 @@ def main() -> int:
             loss_value = float(loss.detach())
             if args.heartbeat:
                 args.heartbeat.write_text(f"{step}\n")
-            if rank == 0 and (step % args.checkpoint_every == 0 or step == args.steps):
-                save(ckpt_root, step, model, optimizer, dataset)
+            if step % args.checkpoint_every == 0 or step == args.steps:
+                states = loader_states(dataset)  # every rank takes part
+                if rank == 0:
+                    save(ckpt_root, step, model, optimizer, states)
             if step >= args.steps:
                 break
     seconds = time.perf_counter() - started

@@ -39,7 +39,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-scripts/setup.sh
+# Only what the job runs: no test venvs, no Python package (scripts/test.sh adds those).
+if [[ $store == s3://* && $store != *endpoint=* && -z ${AWS_ENDPOINT_URL:-} ]]; then
+  scripts/setup.sh --main-job --s3
+else
+  scripts/setup.sh --main-job
+fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REEL_CACHE/target}
 echo "main-job: building the CLIs (release)" >&2
 cargo build --release --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-cli -p reel-inspect-cli \
@@ -60,7 +65,7 @@ elif [[ $store == s3://* && $store != *endpoint=* && -z ${AWS_ENDPOINT_URL:-} ]]
   # A real S3-compatible server on loopback, serving a folder under $work.
   bucket=${store#s3://}; bucket=${bucket%%[/?]*}
   mkdir -p "$work/s3/$bucket"
-  port=$("$REEL_CACHE/venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   export AWS_ACCESS_KEY_ID=reel-main-job AWS_SECRET_ACCESS_KEY=reel-main-job-secret AWS_REGION=us-east-1
   "$REEL_CACHE/tools/bin/s3s-fs" --host 127.0.0.1 --port "$port" --access-key "$AWS_ACCESS_KEY_ID" \
     --secret-key "$AWS_SECRET_ACCESS_KEY" "$work/s3" > "$work/s3s-fs.log" 2>&1 &
@@ -156,7 +161,7 @@ rm -rf "$work/checkpoints"
   > "$work/supervise.jsonl"
 
 # Summary from the machine output of each stage.
-"$REEL_CACHE/venv/bin/python" - "$work" <<'PY' >&2
+python3 - "$work" <<'PY' >&2
 import glob, json, os, sys
 work = sys.argv[1]
 def lines(pattern):

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what Reel's test suite and main job need, and nothing twice:
+# Installs what Reel's test suite needs, and nothing twice; `setup.sh --main-job` only what
+# the main job runs (the build tools, FFmpeg, PostgreSQL and Python's standard library;
+# `--main-job --s3` adds s3s-fs for a main job on an S3 store):
 #   - Debian packages: FFmpeg and HDF5 development libraries, clang/libclang, pkg-config, Python,
 #     Slurm with munge (the one-node cluster of scripts/slurm.sh), and PostgreSQL (the
 #     metadata database reel-cdc captures; tests and the main job start their own);
@@ -13,15 +15,25 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REEL_CACHE=${REEL_CACHE:-$HOME/.cache/reel}
 mkdir -p "$REEL_CACHE"
+main_job=
+s3=
+for arg in "$@"; do
+  case "$arg" in
+    --main-job) main_job=1 ;;
+    --s3) s3=1 ;;
+    *) echo "setup: unknown argument $arg (--main-job [--s3])" >&2; exit 2 ;;
+  esac
+done
 
 apt_packages=(
   pkg-config clang libclang-dev
-  libavcodec-dev libavformat-dev libavutil-dev libswscale-dev ffmpeg
-  libhdf5-dev
-  python3 python3-venv
-  slurm-wlm munge
+  libavcodec-dev libavformat-dev libavutil-dev libswscale-dev
+  python3
   postgresql
 )
+if [ -z "$main_job" ]; then
+  apt_packages+=(ffmpeg libhdf5-dev python3-venv slurm-wlm munge)
+fi
 missing=()
 for package in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -41,6 +53,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
+
+# The local S3 server (0.14.1 is the last release that builds with Rust 1.95).
+if { [ -z "$main_job" ] || [ -n "$s3" ]; } && [ ! -x "$REEL_CACHE/tools/bin/s3s-fs" ]; then
+  echo "setup: building s3s-fs 0.14.1 into $REEL_CACHE/tools (once, a few minutes)" >&2
+  cargo install --quiet --locked s3s-fs --version 0.14.1 --features binary --root "$REEL_CACHE/tools" >&2
+fi
+[ -n "$main_job" ] && exit 0
 
 # Python readers, reinstalled only when the requirements change.
 venv="$REEL_CACHE/venv"
@@ -78,12 +97,6 @@ if [ ! -x "$lerobot_venv/bin/python" ] || [ "$(cat "$lerobot_stamp" 2>/dev/null)
   [ -x "$lerobot_venv/bin/python" ] || "$python312" -m venv "$lerobot_venv"
   "$lerobot_venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/../benches/peers/requirements-lerobot.txt" >&2
   echo "$lerobot_want" > "$lerobot_stamp"
-fi
-
-# The local S3 server (0.14.1 is the last release that builds with Rust 1.95).
-if [ ! -x "$REEL_CACHE/tools/bin/s3s-fs" ]; then
-  echo "setup: building s3s-fs 0.14.1 into $REEL_CACHE/tools (once, a few minutes)" >&2
-  cargo install --quiet --locked s3s-fs --version 0.14.1 --features binary --root "$REEL_CACHE/tools" >&2
 fi
 
 # Reel's Python package (crates/reel-python, built by maturin) into the venv, rebuilt only

@@ -32,6 +32,13 @@ pub trait ByteSource: Send + Sync + Debug {
 
     /// A human-readable name (path or URI) used in error messages.
     fn name(&self) -> &str;
+
+    /// Whether the object is no longer the version this source started to read: a reader
+    /// that finds its bytes inconsistent asks, to tell a replaced object (open it again)
+    /// from a corrupt one. Sources of immutable bytes say `false`.
+    fn has_changed(&self) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 macro_rules! forward_byte_source {
@@ -40,6 +47,7 @@ macro_rules! forward_byte_source {
             fn len(&self) -> Result<u64> { (**self).len() }
             fn read_range(&self, range: Range<u64>) -> Result<Bytes> { (**self).read_range(range) }
             fn name(&self) -> &str { (**self).name() }
+            fn has_changed(&self) -> Result<bool> { (**self).has_changed() }
         }
     )*};
 }

@@ -507,19 +507,6 @@ impl ObjectSource {
         Ok(self.version.get_or_init(|| v))
     }
 
-    /// Whether the object in the store is no longer the version this source read (or
-    /// started to read); `false` before the first read.
-    pub fn has_changed(&self) -> Result<bool> {
-        let Some(seen) = self.version.get() else {
-            return Ok(false);
-        };
-        match self.store.version_of(&self.key) {
-            Ok(now) => Ok(now != *seen),
-            Err(Error::NotFound { .. }) => Ok(true),
-            Err(e) => Err(e),
-        }
-    }
-
     /// `error`, or [`Error::Changed`] when the object was replaced meanwhile.
     fn explain(&self, error: Error) -> Error {
         match self.has_changed() {
@@ -534,6 +521,21 @@ impl ObjectSource {
 impl ByteSource for ObjectSource {
     fn len(&self) -> Result<u64> {
         Ok(self.version()?.len)
+    }
+
+    /// Whether the object in the store is no longer the version this source read (or
+    /// started to read); `false` before the first read. Where the store ignores a read's
+    /// If-Match (some S3-compatible servers), a replaced object's bytes come back at the
+    /// old offsets; this tells that apart from corruption.
+    fn has_changed(&self) -> Result<bool> {
+        let Some(seen) = self.version.get() else {
+            return Ok(false);
+        };
+        match self.store.version_of(&self.key) {
+            Ok(now) => Ok(now != *seen),
+            Err(Error::NotFound { .. }) => Ok(true),
+            Err(e) => Err(e),
+        }
     }
 
     fn read_range(&self, range: Range<u64>) -> Result<Bytes> {

@@ -99,26 +99,21 @@ impl S3Server {
             .and_then(|l| l.local_addr())
             .map_err(io_err)?
             .port();
-        let child = Command::new(&binary)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-            .arg(root.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(io_err)?;
-        let server = Self { child, port, root };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
-            if Instant::now() > deadline {
-                return Err(io_err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "s3s-fs did not start listening within 10 s",
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(server)
+        let child = spawn(&binary, port, root.path())?;
+        Ok(Self { child, port, root })
+    }
+
+    /// Kills the server (SIGKILL), as an outage would: its folder stays.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again on the same port and folder, after [`S3Server::kill`].
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill();
+        self.child = spawn(&s3s_fs_binary()?, self.port, self.root.path())?;
+        Ok(())
     }
 
     /// The store URI of `prefix` in `bucket` on this server.
@@ -161,6 +156,35 @@ impl S3Server {
     pub fn root(&self) -> &Path {
         self.root.path()
     }
+}
+
+/// Runs `s3s-fs` on `port` serving `root`, and waits until it listens.
+fn spawn(binary: &Path, port: u16, root: &Path) -> Result<Child> {
+    let io_err = |source| Error::Io {
+        name: binary.display().to_string(),
+        source,
+    };
+    let mut child = Command::new(binary)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
+        .arg(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(io_err)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io_err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "s3s-fs did not start listening within 10 s",
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(child)
 }
 
 impl Drop for S3Server {

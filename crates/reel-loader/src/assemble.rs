@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, MutexGuard, PoisonError};
 
-use reel_io::ByteSource;
+use reel_io::{ByteSource, ErrorKind};
 use reel_mcap::{DecodedGop, DepthWindow, EpisodeReader, PlannedGop, SignalWindow};
 use reel_video::H264Decoder;
 
@@ -238,24 +238,22 @@ impl Worker {
             let (row, anchor) = shared.index.locate(&shared.manifest, g)?;
             let episode = shared.manifest.episode(row)?;
             let uri = episode.uri()?.to_string();
-            let outcome = match self.bad.get(&row) {
-                Some(reason) => Err(reason.clone()),
-                None => self
-                    .fill(&mut tensors, filled, row, &uri, anchor)
-                    .map_err(|e| e.to_string()),
+            let reason = match self.bad.get(&row) {
+                Some(reason) => reason.clone(),
+                None => match self.fill_or_reopen(&mut tensors, filled, row, &uri, anchor)? {
+                    None => {
+                        filled += 1;
+                        continue;
+                    }
+                    Some(reason) => reason,
+                },
             };
-            match outcome {
-                Ok(()) => filled += 1,
-                Err(reason) => {
-                    self.bad.entry(row).or_insert_with(|| reason.clone());
-                    skipped.push(Skipped {
-                        episode_id: episode.episode_id()?.to_string(),
-                        uri,
-                        anchor_ns: anchor,
-                        reason,
-                    });
-                }
-            }
+            skipped.push(Skipped {
+                episode_id: episode.episode_id()?.to_string(),
+                uri,
+                anchor_ns: anchor,
+                reason,
+            });
         }
         if filled < n {
             for t in &mut tensors {
@@ -315,6 +313,87 @@ impl Worker {
         c
     }
 
+    /// Fills one sample (`None`), or says why it is skipped, deciding by the error's kind:
+    /// - bad input (the episode corrupt, or not what the manifest says): skipped. An
+    ///   episode that cannot be opened or checked is remembered as bad; a sample that
+    ///   fails in a readable episode costs that sample alone, so which samples are
+    ///   delivered never depends on which worker met the damage first;
+    /// - changed (the object replaced while it was read, or bytes that no longer parse
+    ///   in an object the store says was replaced): opened again, once, then skipped if
+    ///   it still fails;
+    /// - transient (after the store's own retries) or environment (the store
+    ///   unreachable, a permission, a full disk): no verdict on the episode. The batch
+    ///   fails with the error, and the run resumes from its state once the store is back.
+    fn fill_or_reopen(
+        &mut self,
+        tensors: &mut [Tensor],
+        slot: usize,
+        row: usize,
+        uri: &str,
+        anchor: i64,
+    ) -> Result<Option<String>> {
+        let mut reopened = false;
+        loop {
+            let (result, at_open) = match self.episode(row, uri) {
+                Err(e) => (Err(e), true),
+                Ok(episode) => (self.fill(tensors, slot, row, uri, anchor, episode), false),
+            };
+            let Err(e) = result else { return Ok(None) };
+            match e.kind() {
+                ErrorKind::Changed if !reopened => {
+                    self.close(row);
+                    reopened = true;
+                }
+                ErrorKind::Changed => {
+                    self.close(row);
+                    return Ok(Some(e.to_string()));
+                }
+                // Bytes that do not parse in an episode that read well before: where the
+                // store ignored the read's If-Match, the object may have been replaced.
+                ErrorKind::BadInput if !at_open && !reopened && self.replaced(row) => {
+                    self.close(row);
+                    reopened = true;
+                }
+                ErrorKind::BadInput => {
+                    let reason = e.to_string();
+                    if at_open {
+                        self.bad.insert(row, reason.clone());
+                    }
+                    return Ok(Some(reason));
+                }
+                // Transient, environment, and any kind added later: not the episode's fault.
+                _ => return Err(e),
+            }
+        }
+    }
+
+    /// Whether the object of open episode `row` was replaced since it was opened.
+    fn replaced(&self, row: usize) -> bool {
+        self.episodes
+            .iter()
+            .find(|(r, _)| *r == row)
+            .is_some_and(|(_, e)| e.reader.source().has_changed().unwrap_or(false))
+    }
+
+    /// Forgets what was read of episode `row` (its open reader and decoded GOPs): the
+    /// object changed, and the next sample reads it afresh.
+    fn close(&mut self, row: usize) {
+        if let Some(i) = self.episodes.iter().position(|(r, _)| *r == row)
+            && let Some((_, old)) = self.episodes.remove(i)
+        {
+            self.counts.chunks_read += old.reader.chunks_read();
+            self.counts.frames_decoded += old.reader.frames_decoded();
+        }
+        self.signals.retain(|s| s.row != row);
+        self.depth_spans.retain(|s| s.row != row);
+        let mut gops = self
+            .shared
+            .gops
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        gops.decoded.retain(|((r, _), _)| *r != row);
+    }
+
     fn fill(
         &mut self,
         tensors: &mut [Tensor],
@@ -322,9 +401,9 @@ impl Worker {
         row: usize,
         uri: &str,
         anchor: i64,
+        episode: Arc<OpenEpisode>,
     ) -> Result<()> {
         let shared = Arc::clone(&self.shared);
-        let episode = self.episode(row, uri)?;
         write_i64(&mut tensors[0], slot, 0, anchor);
         write_i64(&mut tensors[1], slot, 0, row as i64);
         let held = self.sample_gops(&episode, row, anchor, uri)?;

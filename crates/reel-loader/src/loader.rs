@@ -749,15 +749,18 @@ impl Batches {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(result) = self.pending.remove(&self.next) {
+                let mut batch = match result {
+                    Ok(batch) => batch,
+                    // An outage (the store unreachable, a disk full, a failure still
+                    // there after the store's retries): the batch was not delivered, so
+                    // the state still names it, and the run resumes from there.
+                    Err(e) => return Some(Some(Err(self.end(e)))),
+                };
                 self.next += 1;
                 if let Ok(mut delivered) = self.control.delivered.lock() {
                     *delivered = self.next;
                 }
                 self.control.room.notify_all();
-                let mut batch = match result {
-                    Ok(batch) => batch,
-                    Err(e) => return Some(Some(Err(e))),
-                };
                 {
                     self.stats.samples += batch.len() as u64;
                     self.stats.skipped += batch.skipped.len() as u64;
@@ -828,8 +831,8 @@ impl Batches {
 }
 
 impl Batches {
-    /// Ends the iteration on a lost worker or too many skipped samples, stopping the
-    /// workers; `state()` still names the first batch not delivered.
+    /// Ends the iteration on a lost worker, an outage or too many skipped samples,
+    /// stopping the workers; `state()` still names the first batch not delivered.
     fn end(&mut self, lost: LoaderError) -> LoaderError {
         self.ended = true;
         self.pending.clear();

@@ -160,14 +160,55 @@ def test_resume_mid_epoch_equals_the_uninterrupted_run(store):
     assert [b.index for b in rest] == list(range(4, len(whole)))
 
 
-def test_a_state_from_another_order_is_refused(store):
+def test_a_state_from_another_run_is_refused_naming_what_changed(store, tmp_path):
     loader = reel.Loader(store["manifest"], store["spec"], store["dir"], batch_size=3, seed=1)
-    state = loader.state_dict()
+    next(iter(loader))
+    state = json.loads(json.dumps(loader.state_dict()))
+    assert state["run"]["manifest"].startswith("xxh3_128:") and state["run"]["seed"] == 1
+    assert (state["rank"], state["world"], state["epoch"], state["batch"]) == (0, 1, 0, 1)
     other = reel.Loader(store["manifest"], store["spec"], store["dir"], batch_size=3, seed=2)
-    with pytest.raises(reel.BadInputError, match="seed=1.*seed=2"):
+    with pytest.raises(reel.BadInputError, match="seed is 1, this loader's is 2"):
         other.load_state_dict(state)
+    # Deliberately: the saved epoch and batch, in this loader's order.
+    other.load_state_dict(state, override=True)
+    assert (other.epoch, other.state_dict()["batch"]) == (0, 1)
+    # The same manifest under another name is the same run.
+    copy = tmp_path / "copy.arrow"
+    shutil.copy(store["manifest"], copy)
+    moved = reel.Loader(copy, store["spec"], store["dir"], batch_size=3, seed=1)
+    moved.load_state_dict(state)
+    assert moved.state_dict() == state
     with pytest.raises(reel.BadInputError, match="past the"):
         loader.load_state_dict({**state, "batch": 10_000})
+    with pytest.raises(reel.BadInputError, match="override=True"):
+        loader.load_state_dict({"epoch": 0, "batch": 1})
+
+
+def test_a_run_resumes_on_fewer_ranks_delivering_the_rest_once(store):
+    def open_loader(rank, world):
+        return reel.Loader(store["manifest"], store["spec"], store["dir"], batch_size=3,
+                           shuffle="locality", run=4, seed=7, rank=rank, world=world)
+
+    def pairs(batches):
+        return [(int(r), int(a)) for b in batches for r, a in zip(b["episode_row"], b["anchor_ns"])]
+
+    everything = pairs(open_loader(0, 1))
+    seen, states = [], []
+    for rank in range(3):
+        loader = open_loader(rank, 3)
+        batches = iter(loader)
+        seen += pairs([next(batches), next(batches)])
+        states.append(json.loads(json.dumps(loader.state_dict())))
+    # One rank's state mid-epoch cannot say what the others delivered.
+    with pytest.raises(reel.BadInputError, match="all 3 ranks"):
+        open_loader(0, 2).load_state_dict(states[0])
+    for rank in range(2):
+        resumed = open_loader(rank, 2)
+        resumed.load_state_dict(states)
+        assert resumed.epoch == 0 and len(resumed) > 0
+        seen += pairs(resumed)
+        assert resumed.epoch == 1 and resumed.state_dict()["batch"] == 0
+    assert sorted(seen) == sorted(everything)
 
 
 def test_shards_are_disjoint_and_cover_the_epoch(store):

@@ -125,3 +125,25 @@ def test_example_trainer_runs_end_to_end_and_resumes(store, tmp_path):
     second = subprocess.run(args + ["--steps", "10"], check=True, capture_output=True, text=True)
     report = json.loads(second.stdout.strip().splitlines()[-1])
     assert report["resumed_from"] == 6 and report["steps"] == 10
+
+
+def test_dataset_resumes_on_fewer_ranks_from_every_rank_s_state(store):
+    def dataset(rank, world):
+        return ReelDataset(store["manifest"], store["spec"], store["dir"], batch_size=3,
+                           seed=5, shuffle="global", rank=rank, world=world)
+
+    def pairs(batches):
+        return [(int(r), int(a)) for b in batches for r, a in zip(b["episode_row"], b["anchor_ns"])]
+
+    everything = pairs(dataset(0, 1))
+    seen, states = [], []
+    for rank in range(2):
+        ds = dataset(rank, 2)
+        batches = iter(ds)
+        seen += pairs([next(batches)])
+        states.append(ds.state_dict())
+    alone = dataset(0, 1)
+    alone.load_state_dict(states)
+    seen += pairs(alone)
+    assert sorted(seen) == sorted(everything)
+    assert alone.state_dict()["epoch"] == 1 and alone.state_dict()["batch"] == 0

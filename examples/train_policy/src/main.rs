@@ -20,7 +20,10 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use reel_cache::{BlockCache, CacheConfig};
 use reel_io::Store;
-use reel_loader::{Batch, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources};
+use reel_loader::{
+    Batch, Loader, LoaderOptions, LoaderState, ResumeCheck, SampleSpec, SavedState, Shuffle,
+    Sources,
+};
 use reel_manifest::{node_manifest_dir, open_uri};
 use reel_muon::state::OptimizerState;
 use reel_muon::{AdamWConfig, Muon, MuonConfig};
@@ -85,7 +88,8 @@ struct Args {
 #[derive(Debug, Serialize, Deserialize)]
 struct TrainerState {
     step: u64,
-    loader: LoaderState,
+    /// The loader's state, naming its run: a checkpoint of another run is refused.
+    loader: SavedState,
     heldout_before: f32,
 }
 
@@ -186,7 +190,7 @@ fn main() -> anyhow::Result<()> {
         .context(ENV_RESUME_STEP)?;
     let mut state = TrainerState {
         step: 0,
-        loader: LoaderState::default(),
+        loader: train.saved_state(LoaderState::default()),
         heldout_before: heldout_loss(&mlp)?,
     };
     if let (Some(dir), Some(step)) = (&checkpoints, resume_step) {
@@ -212,7 +216,7 @@ fn main() -> anyhow::Result<()> {
     let mut waited = Duration::ZERO;
     let mut samples = 0u64;
     let start_step = state.step;
-    let mut batches = train.epochs(state.loader);
+    let mut batches = train.epochs(train.restore(&[state.loader.clone()], ResumeCheck::SameRun)?);
     while state.step < args.steps {
         let asked = Instant::now();
         let Some(batch) = batches.next() else { break };
@@ -231,7 +235,7 @@ fn main() -> anyhow::Result<()> {
         first_loss.get_or_insert(loss);
         last_loss = loss;
         state.step += 1;
-        state.loader = batches.state();
+        state.loader = train.saved_state(batches.state());
         if let Some(path) = &heartbeat {
             std::fs::write(path, state.step.to_string())?;
         }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use reel_io::{ObjectSource, Store};
+use reel_io::{ByteSource, ObjectSource, Store};
 
 use crate::canonical::EpisodeSummary;
 use crate::config::PipelineConfig;
