@@ -23,6 +23,7 @@ TIMES = [
     ("first_batch_s", "first batch"),
     ("rollover_s", "next epoch's first batch"),
     ("resume_s", "mid-epoch resume"),
+    ("elastic_resume_s", "resume of 8 ranks on 6"),
     ("seconds", "seconds"),
 ]
 

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use reel_loader::{Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources};
+use reel_loader::{
+    Loader, LoaderOptions, LoaderState, ResumeCheck, SampleSpec, SavedState, Shuffle, Sources,
+};
 use reel_manifest::{Manifest, ManifestMeta, ManifestNumbers, ManifestWriter};
 use reel_pipeline::{PipelineConfig, process_episode};
 use reel_synth::{SynthConfig, generate_episode};
@@ -222,7 +224,8 @@ fn memory_mib() -> Result<(f64, f64), Error> {
 /// One (manifest, order) in this process: prints one JSON line.
 fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
     reel_video::quiet_ffmpeg_logs();
-    let store = reel_io::Store::open(&arg(args, "--store").ok_or("--store")?)?;
+    let store_uri = arg(args, "--store").ok_or("--store")?;
+    let store = reel_io::Store::open(&store_uri)?;
     let shuffle = match arg(args, "--order").as_deref() {
         Some("global") => Shuffle::Global,
         _ => Shuffle::Locality { run: 10 },
@@ -243,7 +246,7 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
     let started = Instant::now();
     let manifest = Manifest::open(manifest_path)?;
     let rows = manifest.len();
-    let loader = Loader::new(manifest, &spec, Sources::Store(store), options)?;
+    let loader = Loader::new(manifest, &spec, Sources::Store(store), options.clone())?;
     let start_s = started.elapsed().as_secs_f64();
     // The first `batches` batches of an epoch; how long until the first came.
     let run = |state: LoaderState| -> Result<f64, Error> {
@@ -261,6 +264,31 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
     let rollover_s = run(LoaderState::at(1, 0))?;
     let half = loader.epoch_size(2)?.batches / 2;
     let resume_s = run(LoaderState::at(2, half))?;
+    // Every rank of the world of 8 saved in the middle of epoch 2, the run resumed on 6
+    // ranks: opening rank 3 of 6, placing it in the rest of the epoch, its first batch.
+    let elastic_s = {
+        let started = Instant::now();
+        let saved: Vec<SavedState> = (0..8)
+            .map(|rank| SavedState {
+                run: loader.identity(),
+                rank,
+                world: 8,
+                position: LoaderState::at(2, half),
+            })
+            .collect();
+        let six = Loader::new(
+            Manifest::open(manifest_path)?,
+            &spec,
+            Sources::Store(reel_io::Store::open(&store_uri)?),
+            LoaderOptions { world: 6, ..options },
+        )?;
+        let position = six.restore(&saved, ResumeCheck::SameRun)?;
+        let first = six.resume(position)?.next().transpose()?;
+        if first.is_none_or(|b| b.is_empty()) {
+            return Err("no batch after the resume on 6 ranks".into());
+        }
+        started.elapsed().as_secs_f64()
+    };
     let (peak_rss_mib, anon_rss_mib) = memory_mib()?;
     println!(
         "{}",
@@ -273,6 +301,7 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
             "first_batch_s": first_batch_s,
             "rollover_s": rollover_s,
             "resume_s": resume_s,
+            "elastic_resume_s": elastic_s,
             "peak_rss_mib": peak_rss_mib,
             "anon_rss_mib": anon_rss_mib,
         })
