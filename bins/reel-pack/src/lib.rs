@@ -19,7 +19,7 @@ const EXAMPLES: &str = "\
 Examples:
   reel-pack landing/ep-000.mcap -o canonical/ep-000.mcap
   reel-pack landing/*.mcap -o canonical/ --gop 30 --crf 23 -j 4
-  reel-pack landing/run-3/metadata.yaml -o canonical/   # a rosbag2 recording: canonical/run-3.mcap
+  reel-pack landing/run-3 -o canonical/   # a rosbag2 bag (its folder, metadata.yaml or a .db3): canonical/run-3.mcap
   reel-pack 's3://robots/landing/ep-7.mcap?region=eu-west-1' -o 's3://robots/canonical?region=eu-west-1' \\
     --config s3://robots/config/pack.toml";
 
@@ -28,7 +28,8 @@ Examples:
 #[derive(Debug, Parser)]
 #[command(name = "reel-pack", version, after_help = EXAMPLES)]
 pub struct Args {
-    /// Landing MCAP files or rosbag2 `metadata.yaml` files (paths or s3:// URIs).
+    /// Landing MCAP files, or rosbag2 bags named by their folder, `metadata.yaml` or any
+    /// of their `.db3` files (paths or s3:// URIs).
     #[arg(required = true)]
     inputs: Vec<String>,
     /// Output file for one input; output folder (or S3 prefix) for several.
@@ -129,9 +130,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("creating {}", args.output))?;
     }
 
+    // The split files of one bag (or the bag named twice) are one recording: packed once.
+    let mut seen = std::collections::HashSet::new();
+    let inputs: Vec<&String> = args
+        .inputs
+        .iter()
+        .filter(|input| {
+            let path = input.split('?').next().unwrap_or(input);
+            seen.insert(reel_mcap::recording_stem(path).to_owned())
+        })
+        .collect();
     let options = StoreOptions::default();
     let bar = reel_cli::progress_bar(
-        args.inputs.len() as u64,
+        inputs.len() as u64,
         "{bar:40} {pos}/{len} episodes {elapsed} {msg}",
         args.quiet,
     );
@@ -141,7 +152,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .num_threads(args.jobs.unwrap_or(0))
         .build()?;
     pool.install(|| {
-        args.inputs.par_iter().for_each(|input| {
+        inputs.par_iter().for_each(|input| {
             let output = output_for(&args, input);
             let line = match reel_mcap::pack(input, &output, &config, &options) {
                 Ok(report) => serde_json::to_string(&report).unwrap_or_default(),
@@ -166,7 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let failures = *failures.lock().unwrap_or_else(|p| p.into_inner());
     if failures > 0 {
-        bail!("{failures} of {} inputs failed", args.inputs.len());
+        bail!("{failures} of {} inputs failed", inputs.len());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -27,6 +27,12 @@ pub(crate) fn for_each_record(
         name: name.to_owned(),
         source,
     };
+    if let Some(reason) = crate::sniff::not_mcap(bytes) {
+        return Err(Error::Corrupt {
+            name: name.to_owned(),
+            reason: reason.into(),
+        });
+    }
     let mut chunks_seen = ChunksSeen::default();
     let mut repeated = 0;
     for next in mcap::read::LinearReader::new(bytes).map_err(mcap_err)? {

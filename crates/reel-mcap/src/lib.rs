@@ -60,6 +60,7 @@ mod pack;
 pub mod proto;
 mod reader;
 mod recorded_video;
+mod sniff;
 mod writer;
 
 pub use depth::{ConvertedDepth, convert_depth};
@@ -71,7 +72,7 @@ pub use landing::{
     FrameClass, ImageEncoding, LandingCamera, LandingEpisode, LandingFiles, LandingFrame,
     LandingImage, LandingImages, LandingLog, LandingRecorded, LandingSignal, LandingVideo,
     RecordedMessage, Rosbag2Metadata, StreamProblem, is_rosbag2, read_landing, read_landing_object,
-    read_rosbag2, read_split_mcap, recording_stem, write_landing,
+    read_rosbag2, read_split_mcap, recording_key, recording_stem, write_landing,
 };
 pub use message_json::{MessageJson, cat_messages, decode_message};
 pub use pack::{

@@ -283,6 +283,62 @@ fn rosbag2_sqlite3_split_in_two_files_reads_as_one_episode() {
     );
 }
 
+/// A bag named as ROS 2 names it (the folder `ros2 bag play` takes, with or without a
+/// trailing slash, or either of its split `.db3` files) is the one episode its
+/// `metadata.yaml` describes; an SQLite file given as MCAP is named for what it is.
+#[test]
+fn a_bag_is_one_episode_whether_named_by_its_folder_its_yaml_or_a_db3_file() {
+    let store = Store::open(recordings().to_str().unwrap()).unwrap();
+    let whole = read_db3();
+    for key in ["split", "split/", "split/split_0.db3", "split/split_1.db3"] {
+        assert_eq!(
+            reel_mcap::recording_key(&store, key).unwrap(),
+            "split/metadata.yaml",
+            "{key}"
+        );
+        let episode = read_landing_object(&store, key, &|_| false).unwrap().0;
+        assert_eq!(
+            signal(&episode, "/joint_states").samples.len(),
+            signal(&whole, "/joint_states").samples.len(),
+            "{key}"
+        );
+        assert_eq!(reel_mcap::recording_stem(key), "split", "{key}");
+    }
+    // A .db3 away from its metadata.yaml: the error says what is missing.
+    let alone = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        recordings().join("split/split_0.db3"),
+        alone.path().join("run.db3"),
+    )
+    .unwrap();
+    std::fs::copy(
+        recordings().join("split/split_0.db3"),
+        alone.path().join("run.mcap"),
+    )
+    .unwrap();
+    let lonely = Store::open(alone.path().to_str().unwrap()).unwrap();
+    let err = read_landing_object(&lonely, "run.db3", &|_| false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("metadata.yaml") && err.contains("run.db3"),
+        "{err}"
+    );
+    // Named .mcap, but SQLite: never "bad magic".
+    let err = read_landing_object(&lonely, "run.mcap", &|_| false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("SQLite") && !err.to_lowercase().contains("magic"),
+        "{err}"
+    );
+    let source = reel_io::FileSource::open(alone.path().join("run.mcap")).unwrap();
+    let err = reel_mcap::EpisodeReader::open(source)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("SQLite"), "{err}");
+}
+
 #[test]
 fn rosbag2_mcap_reads_the_same_in_both_byte_orders() {
     check(&read_mcap("mcap"));

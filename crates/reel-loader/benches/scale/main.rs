@@ -280,7 +280,10 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
             Manifest::open(manifest_path)?,
             &spec,
             Sources::Store(reel_io::Store::open(&store_uri)?),
-            LoaderOptions { world: 6, ..options },
+            LoaderOptions {
+                world: 6,
+                ..options
+            },
         )?;
         let position = six.restore(&saved, ResumeCheck::SameRun)?;
         let first = six.resume(position)?.next().transpose()?;

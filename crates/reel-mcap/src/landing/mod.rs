@@ -405,16 +405,53 @@ pub fn is_rosbag2(key: &str) -> bool {
 }
 
 /// The name a landing recording goes by: an MCAP's key without `.mcap`, a rosbag2
-/// recording's folder (`robot-a/ep-7.mcap` → `robot-a/ep-7`, `bags/run-3/metadata.yaml` →
-/// `bags/run-3`).
+/// recording's folder however the bag is named (`robot-a/ep-7.mcap` → `robot-a/ep-7`;
+/// `bags/run-3/metadata.yaml`, `bags/run-3/run-3_0.db3` and `bags/run-3/` → `bags/run-3`).
 pub fn recording_stem(key: &str) -> &str {
+    let folder_of = |file: &str| {
+        let folder = key.strip_suffix(file).unwrap_or(key).trim_end_matches('/');
+        if folder.is_empty() { key } else { folder }
+    };
     if is_rosbag2(key) {
-        key.strip_suffix("metadata.yaml")
-            .map(|folder| folder.trim_end_matches('/'))
-            .filter(|folder| !folder.is_empty())
-            .unwrap_or(key)
+        folder_of("metadata.yaml")
+    } else if key.ends_with(".db3") {
+        folder_of(key.rsplit('/').next().unwrap_or(key))
+    } else if key.ends_with('/') {
+        folder_of("")
     } else {
         key.strip_suffix(".mcap").unwrap_or(key)
+    }
+}
+
+/// The key of the recording `key` names in `store`, however ROS 2 names a bag: its folder
+/// (with or without a trailing `/`), its `metadata.yaml` or any of its `.db3` files all
+/// name the folder's `metadata.yaml`, so the split files of one recording are one episode.
+/// Any other key names itself (an MCAP file).
+pub fn recording_key(store: &reel_io::Store, key: &str) -> Result<String> {
+    if is_rosbag2(key) || key.ends_with(".mcap") {
+        return Ok(key.to_owned());
+    }
+    let names_bag = key.is_empty() || key.ends_with('/') || key.ends_with(".db3");
+    let folder = if key.ends_with(".db3") {
+        key.rfind('/').map_or("", |i| &key[..=i]).to_owned()
+    } else if names_bag {
+        key.to_owned()
+    } else {
+        format!("{key}/")
+    };
+    let metadata = format!("{folder}metadata.yaml");
+    match store.len_of(&metadata) {
+        Ok(_) => Ok(metadata),
+        Err(reel_io::Error::NotFound { .. }) if names_bag => Err(Error::Corrupt {
+            name: store.object_uri(key),
+            reason: format!(
+                "a rosbag2 bag is read through its metadata.yaml, and {} has none",
+                store.object_uri(&folder)
+            ),
+        }),
+        Err(e) if names_bag => Err(e.into()),
+        // Not a bag's folder: the object itself (read next, which reports what is wrong).
+        Err(_) => Ok(key.to_owned()),
     }
 }
 
@@ -440,14 +477,20 @@ pub enum LandingFiles {
 }
 
 impl LandingFiles {
-    /// Fetches the recording at `key` of `store`: an MCAP, or a rosbag2 folder named by its
-    /// `metadata.yaml`.
+    /// Fetches the recording at `key` of `store`: an MCAP, or a rosbag2 bag named by its
+    /// folder, its `metadata.yaml` or one of its `.db3` files ([`recording_key`]).
     pub fn fetch(store: &reel_io::Store, key: &str) -> Result<Self> {
+        let key = &recording_key(store, key)?;
         if !is_rosbag2(key) {
-            return Ok(Self::Mcap {
-                name: store.object_uri(key),
-                bytes: store.read(key)?,
-            });
+            let name = store.object_uri(key);
+            let bytes = store.read(key)?;
+            if let Some(reason) = crate::sniff::not_mcap(&bytes) {
+                return Err(Error::Corrupt {
+                    name,
+                    reason: reason.into(),
+                });
+            }
+            return Ok(Self::Mcap { name, bytes });
         }
         let name = store.object_uri(key);
         let text = store.read(key)?;
@@ -535,6 +578,8 @@ mod tests {
         assert_eq!(recording_stem("robot-a/ep-7.mcap"), "robot-a/ep-7");
         assert_eq!(recording_stem("bags/run-3/metadata.yaml"), "bags/run-3");
         assert_eq!(recording_stem("metadata.yaml"), "metadata.yaml");
+        assert_eq!(recording_stem("bags/run-3/run-3_1.db3"), "bags/run-3");
+        assert_eq!(recording_stem("bags/run-3/"), "bags/run-3");
         assert!(is_rosbag2("run-3/metadata.yaml") && !is_rosbag2("run-3/metadata.yaml.bak"));
     }
 

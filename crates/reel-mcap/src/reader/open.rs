@@ -81,6 +81,13 @@ impl<S: ByteSource> EpisodeReader<S> {
                 len,
             })?;
         if &end[FOOTER_AND_MAGIC as usize - 8..] != MAGIC || end[0] != 0x02 {
+            let head = source.read_range(0..len.min(16))?;
+            if let Some(reason) = crate::sniff::not_mcap(&head) {
+                return Err(Error::Corrupt {
+                    name,
+                    reason: reason.into(),
+                });
+            }
             return Err(Error::Truncated { name, len });
         }
         let summary_start = le_u64(&end[9..17]);
