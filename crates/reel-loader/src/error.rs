@@ -109,12 +109,12 @@ impl LoaderError {
             | Self::TooManySkipped { .. }
             | Self::NoReadableEpisode { .. }
             | Self::OtherRun { .. }
-            | Self::BadResume { .. } => ErrorKind::BadInput,
+            | Self::BadResume { .. }
+            | Self::BadState { .. } => ErrorKind::BadInput,
             Self::Spec { .. }
             | Self::ResampledManifest { .. }
             | Self::BadShard { .. }
             | Self::NoSamples { .. }
-            | Self::BadState { .. }
             | Self::NoBatches { .. }
             | Self::WorkerLost { .. } => ErrorKind::Environment,
         }

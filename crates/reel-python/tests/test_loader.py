@@ -254,14 +254,19 @@ def test_a_corrupt_episode_is_skipped_and_reported(corrupt_store):
             pass
     loader = reel.Loader(corrupt_store["manifest"], corrupt_store["spec"], corrupt_store["dir"],
                          batch_size=8, shuffle="global", seed=2, max_skipped=0.5)
-    skipped, rows = [], set()
+    skipped, delivered = [], set()
     for batch in loader:
         skipped += batch.skipped
-        rows.update(int(r) for r in batch["episode_row"])
+        delivered.update((int(r), int(a)) for r, a in zip(batch["episode_row"], batch["anchor_ns"]))
     assert skipped, "the corrupt episode's samples are reported"
     assert {s["uri"] for s in skipped} == {corrupt_store["victim"]}
     assert all(s["reason"] for s in skipped)
-    assert 1 not in rows and {0, 2} <= rows
+    # The damaged middle costs the samples that read it; the episode's intact chunks
+    # still serve theirs, and every sample is delivered or reported, never both.
+    lost = {(1, s["anchor_ns"]) for s in skipped}
+    assert not lost & delivered
+    assert len(lost) + len(delivered) == loader.total_samples
+    assert {0, 2} <= {r for r, _ in delivered}
 
 
 def test_len_and_epochs(store):
