@@ -346,7 +346,7 @@ mod tests {
     ) -> (Vec<u64>, Vec<u64>) {
         let order = orders
             .rank_order(position.epoch, (rank, world), &position.spans)
-            .unwrap();
+            .expect("a resumed position");
         let whole = if orders.drop_last {
             order.len() / orders.batch_size * orders.batch_size
         } else {
@@ -389,7 +389,7 @@ mod tests {
             for rank in 0..new_world {
                 let resumed = orders
                     .rest_of_epoch(epoch, &positions, rank, new_world)
-                    .unwrap();
+                    .expect("a resumed position");
                 let mine = if resumed.epoch == epoch {
                     deliveries(&orders, rank, new_world, &resumed).0
                 } else {
@@ -414,7 +414,10 @@ mod tests {
             if !orders.drop_last {
                 assert_eq!(delivered, uninterrupted);
             }
-            let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            let (lo, hi) = (
+                sizes.iter().min().expect("a resumed position"),
+                sizes.iter().max().expect("a resumed position"),
+            );
             assert!(hi - lo <= 1, "uneven split {sizes:?}");
         }
     }
@@ -463,7 +466,9 @@ mod tests {
             .collect();
         let second: Vec<LoaderState> = (0..3)
             .map(|r| {
-                let mut p = orders.rest_of_epoch(epoch, &positions, r, 3).unwrap();
+                let mut p = orders
+                    .rest_of_epoch(epoch, &positions, r, 3)
+                    .expect("a resumed position");
                 p.batch = 20;
                 p
             })
@@ -479,7 +484,9 @@ mod tests {
             .map(|(r, p)| (r as u64, 3, p))
             .collect();
         for r in 0..6 {
-            let p = orders.rest_of_epoch(epoch, &positions, r, 6).unwrap();
+            let p = orders
+                .rest_of_epoch(epoch, &positions, r, 6)
+                .expect("a resumed position");
             for g in deliveries(&orders, r, 6, &p).0 {
                 seen[g as usize] += 1;
             }
@@ -504,7 +511,11 @@ mod tests {
             .map(|(r, p)| (r as u64, 2, p))
             .collect();
         let resumed: Vec<_> = (0..8)
-            .map(|r| orders.rest_of_epoch(0, &positions, r, 8).unwrap())
+            .map(|r| {
+                orders
+                    .rest_of_epoch(0, &positions, r, 8)
+                    .expect("a resumed position")
+            })
             .collect();
         assert_eq!(resumed.iter().filter(|p| p.epoch == 0).count(), 4);
         assert!(

@@ -752,7 +752,7 @@ fn a_state_from_another_run_is_refused_naming_what_changed() {
     let saved = first.saved_state(LoaderState::at(0, 2));
     let refused = |other: &Loader, what: &str| {
         let err = other
-            .restore(&[saved.clone()], ResumeCheck::SameRun)
+            .restore(std::slice::from_ref(&saved), ResumeCheck::SameRun)
             .expect_err(what);
         assert!(
             matches!(&err, LoaderError::OtherRun { what: w, .. } if *w == what),
@@ -803,7 +803,7 @@ fn a_state_from_another_run_is_refused_naming_what_changed() {
     .expect("loader");
     assert_eq!(
         moved
-            .restore(&[saved.clone()], ResumeCheck::SameRun)
+            .restore(std::slice::from_ref(&saved), ResumeCheck::SameRun)
             .expect("same run"),
         LoaderState::at(0, 2)
     );

@@ -68,8 +68,8 @@ mod tests {
     #[test]
     fn the_writer_hashes_what_passes_through_it() {
         let mut w = Hashing::new(Vec::new());
-        w.write_all(b"reel ").unwrap();
-        w.write_all(b"manifest").unwrap();
+        w.write_all(b"reel ").expect("writes");
+        w.write_all(b"manifest").expect("writes");
         assert_eq!(
             content_hash_text(w.hash()),
             content_hash_of(b"reel manifest")

@@ -130,29 +130,44 @@ fn every_sample_maps_exactly_across_batches() {
 /// different for other rows, and the hash of the bytes the footer follows.
 #[test]
 fn a_manifest_names_the_hash_of_its_content() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("manifest test");
     let rows = owned_rows(300);
     let a = dir.path().join("a.arrow");
     write(&a, &rows, 64);
     let copy = dir.path().join("elsewhere/b.arrow");
-    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
-    std::fs::copy(&a, &copy).unwrap();
+    std::fs::create_dir_all(copy.parent().expect("manifest test")).expect("manifest test");
+    std::fs::copy(&a, &copy).expect("manifest test");
     let other = dir.path().join("other.arrow");
     write(&other, &rows[..299], 64);
 
-    let hash = Manifest::open(&a).unwrap().content_hash().to_string();
+    let hash = Manifest::open(&a)
+        .expect("manifest test")
+        .content_hash()
+        .to_string();
     assert!(
         hash.starts_with("xxh3_128:") && hash.len() == 9 + 32,
         "{hash}"
     );
-    assert_eq!(Manifest::open(&copy).unwrap().content_hash(), hash);
-    assert_ne!(Manifest::open(&other).unwrap().content_hash(), hash);
+    assert_eq!(
+        Manifest::open(&copy).expect("manifest test").content_hash(),
+        hash
+    );
+    assert_ne!(
+        Manifest::open(&other)
+            .expect("manifest test")
+            .content_hash(),
+        hash
+    );
 
     // The footer is last (its length and the magic close the file); before it, the
     // 8-byte end-of-stream marker; before that, the bytes hashed.
-    let bytes = std::fs::read(&a).unwrap();
+    let bytes = std::fs::read(&a).expect("manifest test");
     let trailer = bytes.len() - 10;
-    let footer_len = u32::from_le_bytes(bytes[trailer..trailer + 4].try_into().unwrap()) as usize;
+    let footer_len = u32::from_le_bytes(
+        bytes[trailer..trailer + 4]
+            .try_into()
+            .expect("manifest test"),
+    ) as usize;
     let hashed = &bytes[..trailer - footer_len - 8];
     let expected = twox_hash::XxHash3_128::oneshot(hashed);
     assert_eq!(hash, format!("xxh3_128:{expected:032x}"));

@@ -216,7 +216,8 @@ fn main() -> anyhow::Result<()> {
     let mut waited = Duration::ZERO;
     let mut samples = 0u64;
     let start_step = state.step;
-    let mut batches = train.epochs(train.restore(&[state.loader.clone()], ResumeCheck::SameRun)?);
+    let mut batches =
+        train.epochs(train.restore(std::slice::from_ref(&state.loader), ResumeCheck::SameRun)?);
     while state.step < args.steps {
         let asked = Instant::now();
         let Some(batch) = batches.next() else { break };
