@@ -46,6 +46,7 @@ fi
 cargo test --workspace --bench scale -- --rows 10000,100000 >/dev/null || status=$?
 cargo test --workspace --bench cache_scale -- --blocks 3000 >/dev/null || status=$?
 cargo test --workspace --bench scale_plan -- --local 3000 --s3 1000 >/dev/null || status=$?
+cargo test --workspace --bench scale_state -- --episodes 1000 >/dev/null || status=$?
 cargo build --profile test --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-cli \
   -p reel-curate-cli -p reel-load-cli -p reel-warm-cli -p reel-supervise-cli
 REEL_BIN_DIR=$CARGO_TARGET_DIR/debug "$REEL_PYTHON" -m pytest -q crates/reel-python/tests || status=$?

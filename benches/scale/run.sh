@@ -7,7 +7,8 @@
 #                                           # release build, Reel's crates at opt-level 1
 #
 # The 5·10^7-row manifest is about 5 GB on disk while it is measured; the cache's 10^6
-# blocks 4 GB; the landing prefix of 10^6 objects 2.5 GB.
+# blocks 4 GB; the landing prefix of 10^6 objects 2.5 GB; the ingest records of 10^6
+# episodes 2 GB.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 REEL_CACHE=${REEL_CACHE:-$HOME/.cache/reel}
@@ -18,6 +19,7 @@ ROWS=${ROWS:-10000,100000,1000000,10000000,50000000}
 BLOCKS=${BLOCKS:-10000,100000,1000000}
 LOCAL=${LOCAL:-10000,100000,1000000}
 S3=${S3:-1000,10000,100000}
+EPISODES=${EPISODES:-10000,100000,1000000}
 mkdir -p "$OUT"
 if [ "${PROFILE:-release}" = test ]; then
   bench() { cargo test --workspace --bench "$@"; }
@@ -29,6 +31,7 @@ fi
   bench scale -- --rows "$ROWS" --dir "$OUT/loader"
   bench cache_scale -- --blocks "$BLOCKS" --dir "$OUT/cache"
   bench scale_plan -- --local "$LOCAL" --s3 "$S3" --dir "$OUT/plan"
+  bench scale_state -- --episodes "$EPISODES" --dir "$OUT/state"
 } > "$OUT/scale.jsonl"
 
 # The chart needs matplotlib: a small venv of its own, made once.

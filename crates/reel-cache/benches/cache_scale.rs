@@ -15,16 +15,12 @@ use std::time::Instant;
 use reel_cache::{BlockCache, CacheConfig, WarmItem, WarmOptions};
 use reel_io::{ByteSource, Store};
 
+use reel_io::test_support::bench::{arg, peak_rss_mib};
+
 type Error = Box<dyn std::error::Error>;
 
 const BLOCK: u64 = 4096;
 const BLOCKS_PER_OBJECT: u64 = 1000;
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
@@ -65,17 +61,6 @@ fn main() -> Result<(), Error> {
         std::fs::remove_dir_all(&dir)?;
     }
     Ok(())
-}
-
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 fn config(dir: &Path, capacity: u64) -> CacheConfig {

@@ -345,3 +345,45 @@ async fn proxy_connection(
     }
     let _ = client_tx.shutdown().await;
 }
+
+/// What the scale benches share: their `--name value` arguments and the peak memory of
+/// the process measuring one size.
+pub mod bench {
+    /// The value after `name` in `args`.
+    pub fn arg(args: &[String], name: &str) -> Option<String> {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    }
+
+    /// The comma-separated sizes after `name`, else `default`.
+    pub fn sizes(
+        args: &[String],
+        name: &str,
+        default: &str,
+    ) -> Result<Vec<u64>, std::num::ParseIntError> {
+        arg(args, name)
+            .unwrap_or_else(|| default.into())
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::parse)
+            .collect()
+    }
+
+    /// This process's peak resident memory (VmHWM), MiB.
+    pub fn peak_rss_mib() -> f64 {
+        status_mib("VmHWM:")
+    }
+
+    /// A memory line of `/proc/self/status` (`VmHWM:`, `RssAnon:`), MiB; NaN where absent.
+    pub fn status_mib(line: &str) -> f64 {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(line))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+            })
+            .map_or(f64::NAN, |kib| kib / 1024.0)
+    }
+}

@@ -297,10 +297,15 @@ impl Worker {
         if self.episodes.len() > OPEN_EPISODES
             && let Some((_, old)) = self.episodes.pop_back()
         {
-            self.counts.chunks_read += old.reader.chunks_read();
-            self.counts.frames_decoded += old.reader.frames_decoded();
+            self.retire(&old);
         }
         Ok(open)
+    }
+
+    /// Keeps what a closed episode's reader read and decoded in the worker's counts.
+    fn retire(&mut self, old: &OpenEpisode) {
+        self.counts.chunks_read += old.reader.chunks_read();
+        self.counts.frames_decoded += old.reader.frames_decoded();
     }
 
     /// Counts of the episodes still open, added to what closed ones reported.
@@ -381,8 +386,7 @@ impl Worker {
         if let Some(i) = self.episodes.iter().position(|(r, _)| *r == row)
             && let Some((_, old)) = self.episodes.remove(i)
         {
-            self.counts.chunks_read += old.reader.chunks_read();
-            self.counts.frames_decoded += old.reader.frames_decoded();
+            self.retire(&old);
         }
         self.signals.retain(|s| s.row != row);
         self.depth_spans.retain(|s| s.row != row);

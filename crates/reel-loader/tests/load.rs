@@ -106,7 +106,12 @@ fn store(dir: &Path) -> Store {
 }
 
 fn loader(f: &Fixture, spec: &SampleSpec, options: LoaderOptions) -> Loader {
-    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    loader_of(f, &f.manifest, spec, options)
+}
+
+/// A loader over the manifest at `manifest`, reading the fixture's store.
+fn loader_of(f: &Fixture, manifest: &Path, spec: &SampleSpec, options: LoaderOptions) -> Loader {
+    let manifest = Manifest::open(manifest).expect("manifest");
     Loader::new(manifest, spec, Sources::Store(store(f.dir.path())), options).expect("loader")
 }
 
@@ -772,14 +777,7 @@ fn a_state_from_another_run_is_refused_naming_what_changed() {
     refused(&reseeded, "seed");
     let mut other_spec = spec.clone();
     other_spec.cameras.pop();
-    let manifest = Manifest::open(&f.manifest).expect("manifest");
-    let respecced = Loader::new(
-        manifest,
-        &other_spec,
-        Sources::Store(store(f.dir.path())),
-        options.clone(),
-    )
-    .expect("loader");
+    let respecced = loader(&f, &other_spec, options.clone());
     refused(&respecced, "spec");
     let bigger = loader(
         &f,
@@ -794,13 +792,7 @@ fn a_state_from_another_run_is_refused_naming_what_changed() {
     // The same rows under another name are the same manifest.
     let copy = f.dir.path().join("elsewhere.arrow");
     std::fs::copy(&f.manifest, &copy).expect("copy");
-    let moved = Loader::new(
-        Manifest::open(&copy).expect("manifest"),
-        &spec,
-        Sources::Store(store(f.dir.path())),
-        options.clone(),
-    )
-    .expect("loader");
+    let moved = loader_of(&f, &copy, &spec, options.clone());
     assert_eq!(
         moved
             .restore(std::slice::from_ref(&saved), ResumeCheck::SameRun)
@@ -823,13 +815,7 @@ fn a_state_from_another_run_is_refused_naming_what_changed() {
         })
         .expect("row");
     writer.finish().expect("written");
-    let recurated = Loader::new(
-        Manifest::open(&fewer).expect("manifest"),
-        &spec,
-        Sources::Store(store(f.dir.path())),
-        options.clone(),
-    )
-    .expect("loader");
+    let recurated = loader_of(&f, &fewer, &spec, options.clone());
     refused(&recurated, "manifest");
     // Deliberately: the saved epoch and batch, in the new order.
     assert_eq!(

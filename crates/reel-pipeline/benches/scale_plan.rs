@@ -15,22 +15,9 @@ use std::time::Instant;
 use reel_io::Store;
 use reel_pipeline::{BatchTarget, list_landing, make_plan};
 
+use reel_io::test_support::bench::{arg, peak_rss_mib, sizes};
+
 type Error = Box<dyn std::error::Error>;
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn sizes(args: &[String], name: &str, default: &str) -> Result<Vec<u64>, Error> {
-    Ok(arg(args, name)
-        .unwrap_or_else(|| default.into())
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(str::parse)
-        .collect::<Result<_, _>>()?)
-}
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
@@ -105,17 +92,6 @@ fn run_child(uri: &str, label: &str, n: u64, env: &[(&str, String)]) -> Result<(
     );
     println!("{}", line.trim());
     Ok(())
-}
-
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 fn measure(uri: &str, label: &str) -> Result<(), Error> {

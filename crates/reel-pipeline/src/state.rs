@@ -113,16 +113,30 @@ impl StateStore {
     /// Every completion record of `step`, all batches and versions.
     pub fn commits(&self, step: &str) -> Result<Vec<CommitRecord>> {
         let mut out = Vec::new();
+        self.for_each_commit(step, |record| {
+            out.push(record);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Each completion record of `step`, read and handed over one at a time: a corpus's
+    /// records (a summary of every episode) are never all in memory at once.
+    pub fn for_each_commit(
+        &self,
+        step: &str,
+        mut each: impl FnMut(CommitRecord) -> Result<()>,
+    ) -> Result<()> {
         for key in self.store.list(&format!("state/{step}/"))? {
             let hidden = key.rsplit('/').next().unwrap_or("").starts_with('.');
             if key.ends_with(".json")
                 && !hidden
                 && let Some(record) = self.read_json(&key)?
             {
-                out.push(record);
+                each(record)?;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Key of the quarantine record of `landing_key`: the landing key without `.mcap` (a

@@ -22,6 +22,8 @@ use reel_manifest::{Manifest, ManifestMeta, ManifestNumbers, ManifestWriter};
 use reel_pipeline::{PipelineConfig, process_episode};
 use reel_synth::{SynthConfig, generate_episode};
 
+use reel_io::test_support::bench::arg;
+
 type Error = Box<dyn std::error::Error>;
 
 /// One 64x48 camera at the anchor and a 5-step action chunk: cheap, real samples.
@@ -41,12 +43,6 @@ hz = 50.0
 
 /// Rows written per call to the manifest writer.
 const CHUNK: usize = 1 << 20;
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();

@@ -1,5 +1,6 @@
 //! Which episodes a newer pipeline version must ingest again, from the canonical
-//! step's completion records (one read per batch record, not per episode).
+//! step's completion records (one read per batch record, not per episode, each record
+//! dropped once read: memory holds an id, a landing key and a version per episode).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,8 +26,9 @@ pub struct StaleEpisode {
 fn newest_canonical(store: &Store) -> Result<Vec<StaleEpisode>> {
     let state = StateStore::new(store.clone());
     let mut newest: BTreeMap<String, (i64, StaleEpisode)> = BTreeMap::new();
-    for record in state.commits(Step::Canonical.name())? {
-        for s in &record.summaries {
+    // One record at a time: what is kept per episode is its id, landing key and version.
+    state.for_each_commit(Step::Canonical.name(), |record| {
+        for s in record.summaries {
             if newest
                 .get(&s.episode_id)
                 .is_some_and(|(at, _)| *at >= record.committed_at_ns)
@@ -35,12 +37,13 @@ fn newest_canonical(store: &Store) -> Result<Vec<StaleEpisode>> {
             }
             let entry = StaleEpisode {
                 episode_id: s.episode_id.clone(),
-                landing_key: s.landing_key.clone(),
-                pipeline_version: s.provenance.pipeline_version.clone(),
+                landing_key: s.landing_key,
+                pipeline_version: s.provenance.pipeline_version,
             };
-            newest.insert(s.episode_id.clone(), (record.committed_at_ns, entry));
+            newest.insert(s.episode_id, (record.committed_at_ns, entry));
         }
-    }
+        Ok(())
+    })?;
     Ok(newest.into_values().map(|(_, e)| e).collect())
 }
 
