@@ -222,8 +222,12 @@ class ReelDataset(torch.utils.data.IterableDataset):
         Exact mid-epoch with ``num_workers=0``; with DataLoader workers, at epoch
         boundaries only (mid-epoch it raises ``reel.BadInputError``)."""
         if self._resume is not None:
-            # A state loaded and not iterated yet: the position it resumes at.
-            return self._open((self._rank, self._world)).state_dict()
+            # A state loaded and not iterated yet: the position it resumes at (applied
+            # again: a pickled copy opens a loader of its own).
+            loader = self._open((self._rank, self._world))
+            state, override = self._resume
+            loader.load_state_dict(state, override=override)
+            return loader.state_dict()
         if self._progress.mid_epoch():
             raise BadInputError(
                 "ReelDataset.state_dict() mid-epoch under DataLoader worker processes: only "
