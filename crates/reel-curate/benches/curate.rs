@@ -3,15 +3,18 @@
 //! ingest log (latest-version dedup at query time), from a compaction, and
 //! from a compaction with 1% of the episodes re-ingested since.
 //!
-//! `cargo bench -p reel-curate --bench curate [-- [--skip-log] ROWS...]`;
+//! `cargo bench -p reel-curate --bench curate [-- [--skip-log] [--parts N] ROWS...]`;
 //! warehouses are generated once into `$REEL_BENCH_DIR` (default
-//! `~/.cache/reel/bench`).
+//! `~/.cache/reel/bench`), in files of 10^6 rows, or in `N` parts (one per ingest
+//! batch, as a long ingest leaves them before a compaction). The compaction's peak
+//! memory is its own (the process's peak is reset before it).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use reel_curate::synthetic::{parquet_file, parquet_file_ingested_at};
 use reel_curate::{Warehouse, compact, curate_to_manifest};
+use reel_io::test_support::bench::peak_rss_mib;
 use reel_manifest::SamplingRule;
 
 const QUERY: &str = "SELECT * FROM episodes \
@@ -28,12 +31,18 @@ fn bench_dir() -> PathBuf {
         })
 }
 
-fn build(rows: u64) -> PathBuf {
-    let root = bench_dir().join(format!("warehouse-{rows}"));
+fn build(rows: u64, parts: Option<u64>) -> PathBuf {
+    let root = match parts {
+        None => bench_dir().join(format!("warehouse-{rows}")),
+        Some(parts) => bench_dir().join(format!("warehouse-{rows}-in-{parts}")),
+    };
     let episodes = root.join("episodes");
     std::fs::create_dir_all(&episodes).expect("mkdir");
     let started = Instant::now();
-    let files = rows.div_ceil(FILE_ROWS);
+    let (files, file_rows) = match parts {
+        None => (rows.div_ceil(FILE_ROWS), FILE_ROWS),
+        Some(parts) => (parts, rows.div_ceil(parts)),
+    };
     let todo: Vec<u64> = (0..files)
         .filter(|f| !episodes.join(format!("part-{f:05}.parquet")).exists())
         .collect();
@@ -42,7 +51,7 @@ fn build(rows: u64) -> PathBuf {
             let (todo, episodes) = (&todo, &episodes);
             s.spawn(move || {
                 for f in todo.iter().skip(worker).step_by(2) {
-                    let range = f * FILE_ROWS..((f + 1) * FILE_ROWS).min(rows);
+                    let range = f * file_rows..((f + 1) * file_rows).min(rows);
                     let bytes = parquet_file(7, range, 1).expect("encodes");
                     let path = episodes.join(format!("part-{f:05}.parquet"));
                     let tmp = path.with_extension("tmp");
@@ -87,7 +96,19 @@ fn row(label: &str, rows: u64, mb: f64, selected: usize, times: [Duration; 3]) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let skip_log = args.iter().any(|a| a == "--skip-log");
-    let sizes: Vec<u64> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let parts: Option<u64> = args
+        .iter()
+        .position(|a| a == "--parts")
+        .and_then(|i| args.get(i + 1))
+        .map(|n| n.parse().expect("--parts N"));
+    let sizes: Vec<u64> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            parts.is_none() || args.get(i.wrapping_sub(1)).map(String::as_str) != Some("--parts")
+        })
+        .filter_map(|(_, a)| a.parse().ok())
+        .collect();
     let sizes = if sizes.is_empty() {
         vec![1_000_000, 10_000_000, 50_000_000]
     } else {
@@ -101,7 +122,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|");
     let mut compactions = Vec::new();
     for rows in sizes {
-        let root = build(rows);
+        let root = build(rows, parts);
         let uri = root.to_str().expect("utf-8").to_string();
         // Start from the log alone: no compaction, no files ingested since.
         let delta = root.join("episodes/part-delta.parquet");
@@ -127,9 +148,11 @@ fn main() {
             );
         }
 
+        reset_peak_rss();
         let started = Instant::now();
         let summary = compact(&Warehouse::open(&uri).expect("opens")).expect("compacts");
         let compaction_s = started.elapsed().as_secs_f64();
+        let compaction_peak_mib = peak_rss_mib();
         let (times, selected) = three(|| curate(&Warehouse::open(&uri).expect("opens")));
         let compacted_mb = summary.bytes as f64 / 1e6;
         row("compaction", rows, compacted_mb, selected, times);
@@ -167,16 +190,23 @@ fn main() {
         );
         let started = Instant::now();
         let again = compact(&Warehouse::open(&uri).expect("opens")).expect("compacts");
-        compactions.push((rows, summary, compaction_s, again, started.elapsed()));
+        compactions.push((
+            rows,
+            summary,
+            compaction_s,
+            compaction_peak_mib,
+            again,
+            started.elapsed(),
+        ));
     }
     println!();
     println!(
-        "| warehouse rows | compaction | parts | compacted MB | seconds | recompaction with 1% re-ingested | seconds |"
+        "| warehouse rows | compaction | parts | compacted MB | seconds | peak RSS MiB | recompaction with 1% re-ingested | seconds |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    for (rows, first, first_s, again, again_t) in compactions {
+    println!("|---|---|---|---|---|---|---|---|");
+    for (rows, first, first_s, peak, again, again_t) in compactions {
         println!(
-            "| {rows} | {} | {} | {:.0} | {first_s:.1} | {} | {:.1} |",
+            "| {rows} | {} | {} | {:.0} | {first_s:.1} | {peak:.0} | {} | {:.1} |",
             first.id,
             first.parts,
             first.bytes as f64 / 1e6,
@@ -184,4 +214,10 @@ fn main() {
             again_t.as_secs_f64()
         );
     }
+}
+
+/// Resets this process's peak resident memory (Linux: `5` into clear_refs), so the
+/// next [`peak_rss_mib`] is the peak since.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }

@@ -130,7 +130,11 @@ class Loader:
     one epoch (the current one, see :meth:`set_epoch`), never an empty one (a batch whose
     samples were all skipped is passed over, its skipped samples reported with the next);
     afterwards the loader stands at the next epoch. Ctrl-C while a batch is being built
-    raises ``KeyboardInterrupt``.
+    raises ``KeyboardInterrupt``. A damaged episode costs the samples it cannot give
+    (reported in ``batch.skipped``); an outage (the store unreachable after its retries,
+    a permission, a full disk) raises ``reel.TransientError`` or
+    ``reel.EnvironmentError`` without skipping anything, and :meth:`state_dict` still
+    names the batch it stopped at, so the run resumes there once the store is back.
     """
 
     def __init__(
