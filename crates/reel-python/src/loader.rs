@@ -137,9 +137,18 @@ impl NativeLoader {
 
     /// The state this rank saves at `(epoch, batch)` (and `spans`), as JSON: what the run
     /// is (manifest content hash, spec, seed, shuffle, batch size), rank, world, position.
+    /// A manifest written before its footer named its hash is hashed whole on the first
+    /// call: without the GIL.
     #[pyo3(signature = (epoch, batch, spans=None))]
-    fn saved_state(&self, epoch: u64, batch: u64, spans: Option<&str>) -> PyResult<String> {
-        let saved = self.loader.saved_state(position(epoch, batch, spans)?);
+    fn saved_state(
+        &self,
+        py: Python<'_>,
+        epoch: u64,
+        batch: u64,
+        spans: Option<&str>,
+    ) -> PyResult<String> {
+        let position = position(epoch, batch, spans)?;
+        let saved = py.detach(|| self.loader.saved_state(position));
         serde_json::to_string(&saved).map_err(|e| bad_input(e.to_string()))
     }
 
