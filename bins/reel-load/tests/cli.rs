@@ -163,3 +163,92 @@ fn json_reports_the_batches_and_where_the_run_stands() {
     assert_eq!(report["samples"], expected_samples);
     assert!(report["frames_decoded"].as_u64().is_some_and(|n| n > 0));
 }
+
+/// The (episode row, anchor) of every sample of an Arrow stream `reel-load --dump` wrote.
+fn dumped_samples(dumped: &[u8]) -> Vec<(i64, i64)> {
+    use arrow_array::{Array, FixedSizeListArray, Int64Array};
+    let column = |batch: &arrow_array::RecordBatch, name: &str| -> Vec<i64> {
+        let column = batch.column_by_name(name).expect("the column");
+        // A scalar per sample: an i64 column, or a list of one.
+        let values = match column.as_any().downcast_ref::<FixedSizeListArray>() {
+            Some(list) => list.values().clone(),
+            None => column.clone(),
+        };
+        let ints = values
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("i64 values");
+        (0..ints.len()).map(|i| ints.value(i)).collect()
+    };
+    StreamReader::try_new(dumped, None)
+        .expect("an Arrow stream")
+        .flat_map(|batch| {
+            let batch = batch.expect("record batch");
+            let rows = column(&batch, "episode_row");
+            let anchors = column(&batch, "anchor_ns");
+            rows.into_iter().zip(anchors).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Two ranks save where they stand (their `--json` reports); `--resume` with both on a
+/// world of one delivers the rest of the epoch, each remaining sample once; one rank's
+/// report alone is refused on another world size, naming what it needs.
+#[test]
+fn resume_takes_every_rank_s_report_onto_another_world_size() {
+    let f = fixture();
+    let whole = dumped_samples(&reel_load(&f, per_epoch(&loader(&f)), &["--dump"]));
+    let mut seen = Vec::new();
+    let mut reports = Vec::new();
+    for rank in 0..2 {
+        let rank = rank.to_string();
+        let args = ["--rank", rank.as_str(), "--world", "2"];
+        seen.extend(dumped_samples(&reel_load(
+            &f,
+            2,
+            &[&args[..], &["--dump"]].concat(),
+        )));
+        let report = f.dir.path().join(format!("rank-{rank}.json"));
+        std::fs::write(
+            &report,
+            reel_load(&f, 2, &[&args[..], &["--json"]].concat()),
+        )
+        .expect("writes the report");
+        reports.push(report);
+    }
+    let rest = dumped_samples(&reel_load(
+        &f,
+        1000,
+        &[
+            "--resume",
+            path_str(&reports[0]),
+            path_str(&reports[1]),
+            "--dump",
+        ],
+    ));
+    // The rest of epoch 0, then epoch 1 from its start: the first part is what was left.
+    let left = whole.len() - seen.len();
+    seen.extend(&rest[..left]);
+    let (mut seen, mut whole) = (seen, whole);
+    seen.sort();
+    whole.sort();
+    assert_eq!(seen, whole);
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_reel-load"))
+        .arg("--manifest")
+        .arg(&f.manifest)
+        .arg("--spec")
+        .arg(&f.spec)
+        .args([
+            "--batch-size",
+            &BATCH_SIZE.to_string(),
+            "--shuffle",
+            "global",
+        ])
+        .args(["--resume", path_str(&reports[0])])
+        .output()
+        .expect("runs reel-load");
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("all 2 ranks"), "{err}");
+}
