@@ -13,7 +13,7 @@ use crate::batch::{Batch, DType, Skipped, Tensor};
 use crate::error::{LoaderError, Result};
 use crate::host::BufferPool;
 use crate::loader::{GopCache, Shared};
-use crate::row_check::check_row;
+use crate::row_check::{Reader, StreamFacts, check_row, stream_facts};
 use crate::spec::{DepthTensorUnit, Layout, ProprioSpec};
 
 mod depth;
@@ -21,8 +21,6 @@ mod failures;
 mod proprio;
 
 use proprio::proprio_need;
-
-pub(crate) type Reader = EpisodeReader<Box<dyn ByteSource>>;
 
 /// A camera of the spec, resolved against the first episode.
 #[derive(Debug, Clone)]
@@ -66,35 +64,6 @@ impl ProprioPlan {
             fields,
         }
     }
-}
-
-/// What an episode's `reel.streams` record says of one stream.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct StreamFacts {
-    /// Messages the stream holds (0 when the record does not say).
-    pub(crate) count: u64,
-    /// Median interval between its messages, when the record gives a positive one.
-    pub(crate) period_ns: Option<i64>,
-}
-
-/// The `reel.streams` record of an episode, read once, by topic; `None` for a file
-/// written before the record existed.
-pub(crate) fn stream_facts(reader: &Reader) -> Option<HashMap<String, StreamFacts>> {
-    let streams = reader.metadata().get(reel_mcap::keys::STREAMS_RECORD)?;
-    let facts = streams.iter().map(|(topic, json)| {
-        let value = serde_json::from_str::<serde_json::Value>(json).ok();
-        let field = |name: &str| value.as_ref().and_then(|v| v.get(name));
-        let facts = StreamFacts {
-            count: field("count")
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0),
-            period_ns: field("median_period_ns")
-                .and_then(serde_json::Value::as_i64)
-                .filter(|p| *p > 0),
-        };
-        (topic.clone(), facts)
-    });
-    Some(facts.collect())
 }
 
 struct OpenEpisode {

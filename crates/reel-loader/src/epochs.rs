@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use crate::batch::Batch;
 use crate::error::{LoaderError, Result};
 use crate::loader::{Batches, LoadStats, Loader};
+use crate::order::LoaderState;
 use crate::skipped::{SkippedEpisode, tally_skipped};
-use crate::state::LoaderState;
 
 impl Loader {
     /// Batches from `state` on, rolling over into epoch after epoch: endless, so take

@@ -96,7 +96,7 @@ pub use epochs::Epochs;
 pub use error::{LoaderError, Result};
 pub use host::{Element, HostBuf, HostMemory};
 pub use loader::{Batches, EpochSize, LoadStats, Loader, LoaderOptions, Sources};
-pub use order::{Shuffle, Span};
+pub use order::{LoaderState, Shuffle, Span};
 pub use pack::{PackError, Packed, pack};
 pub use reel_video::RgbConversion;
 pub use skipped::SkippedEpisode;
@@ -104,5 +104,5 @@ pub use spec::{
     CameraSpec, DepthSpec, DepthTensorUnit, EdgePolicy, Layout, ProprioKind, ProprioSpec,
     SampleSpec,
 };
-pub use state::{LoaderState, ResumeCheck, RunIdentity, SavedState};
+pub use state::{ResumeCheck, RunIdentity, SavedState};
 pub use working_set::{whole_episodes, working_set};

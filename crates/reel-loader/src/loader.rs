@@ -21,10 +21,10 @@ use crate::assemble::{CameraPlan, DepthPlan, ProprioPlan, Worker, WorkerCounts};
 use crate::batch::{Batch, Skipped};
 use crate::error::{LoaderError, Result};
 use crate::host::{BufferPool, HostMemory};
+use crate::order::LoaderState;
 use crate::order::{AnchorIndex, EpochOrder, RankOrder, Shuffle, Span};
 use crate::skipped::{SkippedEpisode, tally_skipped};
 use crate::spec::{DepthTensorUnit, SampleSpec};
-use crate::state::LoaderState;
 
 /// Where episode bytes come from: the store itself, or the node's block cache in front of it.
 #[derive(Debug, Clone)]

@@ -222,6 +222,30 @@ impl EpochOrder {
     }
 }
 
+/// Where a rank stands: kept in checkpoints, and with [`Loader::resume`](crate::Loader::resume) all it takes to
+/// go on exactly where it stopped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoaderState {
+    pub epoch: u64,
+    /// Batches of the epoch already delivered.
+    pub batch: u64,
+    /// The rank's samples of this epoch when the run resumed on another world size in
+    /// the middle of it ([`Loader::restore`](crate::Loader::restore)); empty for the rank's own share.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<Span>,
+}
+
+impl LoaderState {
+    /// Batch `batch` of `epoch` on the rank's own share.
+    pub fn at(epoch: u64, batch: u64) -> Self {
+        Self {
+            epoch,
+            batch,
+            spans: Vec::new(),
+        }
+    }
+}
+
 /// Positions `start..end` of one rank's order in an epoch: the order of rank `rank` of a
 /// world of `world` ranks (the world the epoch started on). A rank resumed on another
 /// world size mid-epoch delivers a list of these, the rest of the old ranks' orders.

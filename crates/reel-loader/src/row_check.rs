@@ -1,13 +1,47 @@
 //! A manifest row checked against the episode it names, when a worker first opens it: a
 //! row whose time range, size or step counts the file does not bear out makes the
 //! episode a corrupt one (its samples skipped and reported), never zeros served as data.
+//! The facts it checks against (the episode's `reel.streams` record) are read here too.
 
 use std::collections::HashMap;
 
 use reel_manifest::EpisodeRef;
 use reel_mcap::keys;
 
-use crate::assemble::{Reader, StreamFacts};
+use reel_io::ByteSource;
+use reel_mcap::EpisodeReader;
+
+/// An episode as a worker reads it: from the store or the cache.
+pub(crate) type Reader = EpisodeReader<Box<dyn ByteSource>>;
+
+/// What an episode's `reel.streams` record says of one stream.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StreamFacts {
+    /// Messages the stream holds (0 when the record does not say).
+    pub(crate) count: u64,
+    /// Median interval between its messages, when the record gives a positive one.
+    pub(crate) period_ns: Option<i64>,
+}
+
+/// The `reel.streams` record of an episode, read once, by topic; `None` for a file
+/// written before the record existed.
+pub(crate) fn stream_facts(reader: &Reader) -> Option<HashMap<String, StreamFacts>> {
+    let streams = reader.metadata().get(reel_mcap::keys::STREAMS_RECORD)?;
+    let facts = streams.iter().map(|(topic, json)| {
+        let value = serde_json::from_str::<serde_json::Value>(json).ok();
+        let field = |name: &str| value.as_ref().and_then(|v| v.get(name));
+        let facts = StreamFacts {
+            count: field("count")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
+            period_ns: field("median_period_ns")
+                .and_then(serde_json::Value::as_i64)
+                .filter(|p| *p > 0),
+        };
+        (topic.clone(), facts)
+    });
+    Some(facts.collect())
+}
 
 /// `Err` saying what of `row` the episode (`reader`, an object of `object_len` bytes,
 /// whose `reel.streams` record says `streams`) contradicts.

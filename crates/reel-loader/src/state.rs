@@ -15,31 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{LoaderError, Result};
 use crate::loader::{EpochSize, Loader};
-use crate::order::{RankOrder, Shuffle, Span, slice_spans};
-
-/// Where a rank stands: kept in checkpoints, and with [`Loader::resume`] all it takes to
-/// go on exactly where it stopped.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LoaderState {
-    pub epoch: u64,
-    /// Batches of the epoch already delivered.
-    pub batch: u64,
-    /// The rank's samples of this epoch when the run resumed on another world size in
-    /// the middle of it ([`Loader::restore`]); empty for the rank's own share.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub spans: Vec<Span>,
-}
-
-impl LoaderState {
-    /// Batch `batch` of `epoch` on the rank's own share.
-    pub fn at(epoch: u64, batch: u64) -> Self {
-        Self {
-            epoch,
-            batch,
-            spans: Vec::new(),
-        }
-    }
-}
+use crate::order::{LoaderState, RankOrder, Shuffle, Span, slice_spans};
 
 /// What a state belongs to: the same position under another manifest, spec, seed, order
 /// or batch size names other samples.
