@@ -39,12 +39,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# An S3 store without an endpoint: the job serves one itself (s3s-fs on loopback).
+own_s3=
+[[ $store == s3://* && $store != *endpoint=* && -z ${AWS_ENDPOINT_URL:-} ]] && own_s3=1
 # Only what the job runs: no test venvs, no Python package (scripts/test.sh adds those).
-if [[ $store == s3://* && $store != *endpoint=* && -z ${AWS_ENDPOINT_URL:-} ]]; then
-  scripts/setup.sh --main-job --s3
-else
-  scripts/setup.sh --main-job
-fi
+scripts/setup.sh --main-job ${own_s3:+--s3}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REEL_CACHE/target}
 echo "main-job: building the CLIs (release)" >&2
 cargo build --release --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-cli -p reel-inspect-cli \
@@ -61,7 +60,7 @@ trap 'for c in "${cleanup[@]}"; do $c 2>/dev/null || true; done' EXIT
 if [ -z "$store" ]; then
   store=$work/store
   mkdir -p "$store"
-elif [[ $store == s3://* && $store != *endpoint=* && -z ${AWS_ENDPOINT_URL:-} ]]; then
+elif [ -n "$own_s3" ]; then
   # A real S3-compatible server on loopback, serving a folder under $work.
   bucket=${store#s3://}; bucket=${bucket%%[/?]*}
   mkdir -p "$work/s3/$bucket"

@@ -22,7 +22,7 @@ use crate::batch::{Batch, Skipped};
 use crate::error::{LoaderError, Result};
 use crate::host::{BufferPool, HostMemory};
 use crate::order::LoaderState;
-use crate::order::{AnchorIndex, EpochOrder, RankOrder, Shuffle, Span};
+use crate::order::{AnchorIndex, RankOrder, Shuffle, Span};
 use crate::skipped::{SkippedEpisode, tally_skipped};
 use crate::spec::{DepthTensorUnit, SampleSpec};
 
@@ -433,21 +433,7 @@ impl Loader {
 
     /// Samples and batches of `epoch` on this rank, without starting any worker.
     pub fn epoch_size(&self, epoch: u64) -> Result<EpochSize> {
-        let shared = &self.shared;
-        let o = &shared.options;
-        let order = EpochOrder::new(
-            shared.index.total(),
-            o.shuffle,
-            o.seed,
-            epoch,
-            o.rank,
-            o.world,
-        );
-        Ok(EpochSize::of(
-            order.len(),
-            o.batch_size.max(1) as u64,
-            o.drop_last,
-        ))
+        self.epoch_size_at(&LoaderState::at(epoch, 0))
     }
 
     /// The episode of manifest row `row`, opened from the loader's sources (store or

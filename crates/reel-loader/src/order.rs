@@ -303,22 +303,20 @@ impl RankOrder {
         (rank, world): (usize, usize),
         spans: &[Span],
     ) -> Result<Self, String> {
-        if spans.is_empty() {
-            let order = EpochOrder::new(total, shuffle, seed, epoch, rank, world);
-            let len = order.len();
-            let own = Span {
+        // The rank's own share is the one span of its own order.
+        let own;
+        let spans = if spans.is_empty() {
+            let len = EpochOrder::new(total, shuffle, seed, epoch, rank, world).len();
+            own = [Span {
                 rank: rank as u64,
                 world: world as u64,
                 start: 0,
                 end: len,
-            };
-            return Ok(Self {
-                spans: vec![own],
-                orders: vec![order],
-                firsts: vec![0],
-                len,
-            });
-        }
+            }];
+            &own[..]
+        } else {
+            spans
+        };
         let mut this = Self {
             spans: Vec::with_capacity(spans.len()),
             orders: Vec::with_capacity(spans.len()),

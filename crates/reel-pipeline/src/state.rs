@@ -110,16 +110,6 @@ impl StateStore {
         Ok(key)
     }
 
-    /// Every completion record of `step`, all batches and versions.
-    pub fn commits(&self, step: &str) -> Result<Vec<CommitRecord>> {
-        let mut out = Vec::new();
-        self.for_each_commit(step, |record| {
-            out.push(record);
-            Ok(())
-        })?;
-        Ok(out)
-    }
-
     /// Each completion record of `step`, read and handed over one at a time: a corpus's
     /// records (a summary of every episode) are never all in memory at once.
     pub fn for_each_commit(
