@@ -11,12 +11,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use reel_cache::CacheConfig;
-use reel_io::{StoreOptions, split_object_uri};
 use reel_loader::{
-    ArrowStreamWriter, Loader, LoaderOptions, LoaderState, ResumeCheck, SampleSpec, SavedState,
-    Shuffle, SkippedEpisode, Sources,
+    ArrowStreamWriter, LoaderOptions, LoaderState, MixtureEntry, ResumeCheck, SampleSpec,
+    SavedState, Shuffle, SkippedEpisode, open_loader,
 };
-use reel_manifest::{node_manifest_dir, open_uri};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -39,8 +37,12 @@ Examples:
 pub struct Args {
     /// Training manifest (Arrow IPC file, memory-mapped): a local path, or an object URI
     /// (`s3://bucket/runs/42/train.arrow?…`) fetched once per node.
-    #[arg(long)]
-    manifest: String,
+    #[arg(long, required_unless_present = "mixture", conflicts_with = "mixture")]
+    manifest: Option<String>,
+    /// A weighted mixture of manifests instead (TOML: `[[source]]` tables of `manifest`,
+    /// `weight` and optionally `store`): each fills its weight's share of every epoch.
+    #[arg(long, value_name = "MIX.toml", conflicts_with = "store")]
+    mixture: Option<String>,
     /// Sample spec (TOML): a path or store URI.
     #[arg(long)]
     spec: String,
@@ -144,6 +146,8 @@ struct Report {
     cache_hit_rate: Option<f64>,
     pack_padding_fraction: Option<f64>,
     pinned_memory: bool,
+    /// Samples delivered from each source (one entry for one manifest).
+    samples_by_source: Vec<u64>,
     /// Where this rank stands after the batches delivered, for `--resume`.
     state: SavedState,
 }
@@ -156,11 +160,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cpu_at_start = cpu_seconds();
     let spec = SampleSpec::from_toml_str(&reel_cli::read_text_input(&args.spec)?)
         .with_context(|| format!("reading sample spec {}", args.spec))?;
-    let manifest = open_uri(&args.manifest, &node_manifest_dir())
-        .with_context(|| format!("opening manifest {}", args.manifest))?;
-    let store_uri = match &args.store {
-        Some(uri) => uri.clone(),
-        None => split_object_uri(&args.manifest)?.0,
+    let (entries, named) = match (&args.manifest, &args.mixture) {
+        (Some(manifest), _) => {
+            let only = MixtureEntry {
+                manifest: manifest.clone(),
+                weight: 1.0,
+                store: args.store.clone(),
+            };
+            (vec![only], manifest.clone())
+        }
+        (None, Some(mixture)) => {
+            let text = reel_cli::read_text_input(mixture)?;
+            let entries = MixtureEntry::from_toml_str(&text)
+                .map_err(|e| anyhow::anyhow!("mixture {mixture}: {e}"))?;
+            (entries, mixture.clone())
+        }
+        (None, None) => bail!("give --manifest or --mixture"),
     };
     let cache = args.cache.as_ref().map(|dir| {
         let capacity = match args.cache_gib {
@@ -169,14 +184,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         CacheConfig::new(dir, capacity)
     });
-    let sources = Sources::open_store(&store_uri, &StoreOptions::default(), cache)?;
-    let cache = sources.cache().cloned();
-    if cache.as_ref().is_some_and(|c| c.store_missing()) {
-        eprintln!(
-            "reel-load: store folder {} is missing: serving what the cache holds",
-            reel_io::redact(&store_uri)
-        );
-    }
     let options = LoaderOptions {
         batch_size: args.batch_size,
         workers: args.jobs,
@@ -192,7 +199,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_skipped: args.max_skipped,
         ..LoaderOptions::default()
     };
-    let loader = Loader::new(manifest, &spec, sources, options)?;
+    let loader = open_loader(&entries, &spec, cache, options)
+        .with_context(|| format!("opening the loader over {named}"))?;
+    let cache = loader.cache().cloned();
+    if cache.as_ref().is_some_and(|c| c.store_missing()) {
+        eprintln!("reel-load: the store folder is missing: serving what the cache holds");
+    }
     let pinned_memory = loader.host_memory().is_pinned();
     if args.pin_memory.is_some() && !pinned_memory {
         eprintln!(
@@ -200,7 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     if loader.total_samples() == 0 {
-        bail!("{}: no samples under this spec", args.manifest);
+        bail!("{named}: no samples under this spec");
     }
 
     let progress = reel_cli::progress_bar(
@@ -214,6 +226,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut waits: Vec<Duration> = Vec::new();
     let mut first_batch = None;
     let mut padded = (0u64, 0u64);
+    let mut samples_by_source = vec![0u64; loader.num_sources()];
     let loading = Instant::now();
     let start = if args.resume.is_empty() {
         LoaderState::at(args.epoch, 0)
@@ -239,6 +252,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         first_batch.get_or_insert_with(|| started.elapsed());
         for s in &batch.skipped {
             eprintln!("skipped {} at {}: {}", s.uri, s.anchor_ns, s.reason);
+        }
+        let sources = batch
+            .get("source")
+            .and_then(|t| t.as_i64())
+            .unwrap_or_default();
+        for &k in sources {
+            if let Some(n) = samples_by_source.get_mut(k as usize) {
+                *n += 1;
+            }
         }
         if let Some(budget) = args.pack_budget {
             let packed = reel_loader::pack(&batch, &args.pack_stream, budget)?;
@@ -296,6 +318,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .pack_budget
             .map(|_| padded.0 as f64 / padded.1.max(1) as f64),
         pinned_memory,
+        samples_by_source,
         state: loader.saved_state(state),
     };
     eprintln!(

@@ -252,3 +252,60 @@ fn resume_takes_every_rank_s_report_onto_another_world_size() {
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("all 2 ranks"), "{err}");
 }
+
+/// `--mixture` loads each source of a TOML mixture file from its own store, and the report
+/// counts the samples each source gave: its weight's share of the epoch.
+#[test]
+fn a_mixture_file_draws_each_source_by_its_weight() {
+    let (a, b) = (fixture(), fixture());
+    let mixture = a.dir.path().join("mix.toml");
+    std::fs::write(
+        &mixture,
+        format!(
+            "[[source]]\nmanifest = {:?}\nweight = 3\n\n[[source]]\nmanifest = {:?}\nweight = 1\n",
+            path_str(&a.manifest),
+            path_str(&b.manifest)
+        ),
+    )
+    .expect("writes the mixture");
+    let spec = SampleSpec::from_toml_file(&a.spec).expect("spec");
+    let entries = reel_loader::MixtureEntry::from_toml_str(
+        &std::fs::read_to_string(&mixture).expect("reads"),
+    )
+    .expect("a mixture");
+    let options = LoaderOptions {
+        batch_size: BATCH_SIZE,
+        shuffle: Shuffle::Global,
+        ..LoaderOptions::default()
+    };
+    let library = reel_loader::open_loader(&entries, &spec, None, options).expect("loader");
+    let batches = per_epoch(&library);
+    let output = Command::new(env!("CARGO_BIN_EXE_reel-load"))
+        .arg("--mixture")
+        .arg(&mixture)
+        .arg("--spec")
+        .arg(&a.spec)
+        .args(["--batch-size", &BATCH_SIZE.to_string()])
+        .args(["--batches", &batches.to_string()])
+        .args(["--shuffle", "global", "--json"])
+        .output()
+        .expect("runs reel-load");
+    assert!(
+        output.status.success(),
+        "reel-load failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let shares: Vec<u64> = (0..2)
+        .map(|k| library.source_share(k).expect("source").0)
+        .collect();
+    assert_eq!(report["samples_by_source"], serde_json::json!(shares));
+    // Three quarters of the epoch, to the sample.
+    let total = library.total_samples();
+    assert_eq!(shares[0] + shares[1], total);
+    assert!(
+        (shares[0] as f64 - 0.75 * total as f64).abs() <= 1.0,
+        "{shares:?}"
+    );
+    assert_eq!(report["state"]["epoch"], 1);
+}

@@ -13,6 +13,7 @@ use crate::batch::{Batch, DType, Skipped, Tensor};
 use crate::error::{LoaderError, Result};
 use crate::host::BufferPool;
 use crate::loader::{GopCache, Shared};
+use crate::mixture::Located;
 use crate::row_check::{Reader, StreamFacts, check_row, stream_facts};
 use crate::spec::{DepthTensorUnit, Layout, ProprioSpec};
 
@@ -23,7 +24,7 @@ mod proprio;
 use proprio::proprio_need;
 
 /// A camera of the spec, resolved against the first episode.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CameraPlan {
     pub name: String,
     pub topic: String,
@@ -36,7 +37,7 @@ pub(crate) struct CameraPlan {
 }
 
 /// A depth camera of the spec, resolved against the first episode.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct DepthPlan {
     pub name: String,
     pub topic: String,
@@ -47,7 +48,7 @@ pub(crate) struct DepthPlan {
 }
 
 /// A numeric stream of the spec, resolved against the first episode.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ProprioPlan {
     pub name: String,
     pub topic: String,
@@ -167,7 +168,7 @@ impl Worker {
         })
     }
 
-    /// Builds the batch of `samples` (global sample indexes, in order).
+    /// Builds the batch of `samples` (positions of the epoch, in order).
     pub(crate) fn build(&mut self, epoch: u64, index: u64, samples: &[u64]) -> Result<Batch> {
         let shared = Arc::clone(&self.shared);
         let memory = &shared.buffers;
@@ -175,6 +176,7 @@ impl Worker {
         let mut tensors = vec![
             Tensor::zeros("anchor_ns".into(), vec![n], DType::I64, memory),
             Tensor::zeros("episode_row".into(), vec![n], DType::I64, memory),
+            Tensor::zeros("source".into(), vec![n], DType::I64, memory),
         ];
         for c in &shared.cameras {
             let frame = match c.layout {
@@ -209,13 +211,14 @@ impl Worker {
         }
         let mut skipped = Vec::new();
         let mut filled = 0;
-        for &g in samples {
-            let (row, anchor) = shared.index.locate(&shared.manifest, g)?;
-            let episode = shared.manifest.episode(row)?;
+        for &p in samples {
+            let at = shared.catalog.locate(epoch, p)?;
+            let (row, anchor) = (at.row, at.anchor_ns);
+            let episode = shared.catalog.episode(row)?;
             let uri = episode.uri()?.to_string();
             let reason = match self.bad.get(&row) {
                 Some(reason) => reason.clone(),
-                None => match self.fill_or_reopen(&mut tensors, filled, row, &uri, anchor)? {
+                None => match self.fill_or_reopen(&mut tensors, filled, at, &uri)? {
                     None => {
                         filled += 1;
                         continue;
@@ -250,18 +253,19 @@ impl Worker {
             self.episodes.push_front(entry);
             return Ok(open);
         }
-        let source = self.shared.sources.open(uri)?;
+        let source = self.shared.catalog.open(row, uri)?;
         let object_len = source.len()?;
         let reader = EpisodeReader::open(source).map_err(|source| LoaderError::Episode {
             uri: uri.to_string(),
             source: Box::new(source),
         })?;
-        let manifest_row = self.shared.manifest.episode(row)?;
+        let manifest_row = self.shared.catalog.episode(row)?;
         let streams = stream_facts(&reader);
         check_row(&manifest_row, &reader, streams.as_ref(), object_len).map_err(|reason| {
+            let (_, source_row) = self.shared.catalog.source_of(row);
             LoaderError::Mismatch {
                 uri: uri.to_string(),
-                reason: format!("manifest row {row}: {reason}"),
+                reason: format!("manifest row {source_row}: {reason}"),
             }
         })?;
         let open = Arc::new(OpenEpisode {
@@ -297,16 +301,17 @@ impl Worker {
         &mut self,
         tensors: &mut [Tensor],
         slot: usize,
-        row: usize,
+        at: Located,
         uri: &str,
-        anchor: i64,
         episode: Arc<OpenEpisode>,
     ) -> Result<()> {
         let shared = Arc::clone(&self.shared);
+        let (row, anchor) = (at.row, at.anchor_ns);
         write_i64(&mut tensors[0], slot, 0, anchor);
-        write_i64(&mut tensors[1], slot, 0, row as i64);
+        write_i64(&mut tensors[1], slot, 0, at.source_row as i64);
+        write_i64(&mut tensors[2], slot, 0, at.source as i64);
         let held = self.sample_gops(&episode, row, anchor, uri)?;
-        let mut t = 2;
+        let mut t = 3;
         for (ci, camera) in shared.cameras.iter().enumerate() {
             let gops: Vec<&Arc<DecodedGop>> = held
                 .iter()

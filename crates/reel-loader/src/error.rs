@@ -88,6 +88,10 @@ pub enum LoaderError {
     /// No episode of the manifest opens (each one tried is named in `reasons`).
     #[error("no episode of the manifest can be read: {reasons}")]
     NoReadableEpisode { reasons: String },
+    /// A mixture of manifests that cannot be loaded: a weight that is not a positive
+    /// number, no source, sources whose episodes differ in what the spec reads.
+    #[error("mixture: {reason}")]
+    Mixture { reason: String },
     /// A worker thread panicked building `batch`: a bug, not bad data. The epoch's
     /// iterator ends with it; its state still names the first batch not delivered.
     #[error("loader worker lost building batch {batch}: {reason}")]
@@ -110,7 +114,8 @@ impl LoaderError {
             | Self::NoReadableEpisode { .. }
             | Self::OtherRun { .. }
             | Self::BadResume { .. }
-            | Self::BadState { .. } => ErrorKind::BadInput,
+            | Self::BadState { .. }
+            | Self::Mixture { .. } => ErrorKind::BadInput,
             Self::Spec { .. }
             | Self::ResampledManifest { .. }
             | Self::BadShard { .. }

@@ -21,10 +21,12 @@ use crate::assemble::{CameraPlan, DepthPlan, ProprioPlan, Worker, WorkerCounts};
 use crate::batch::{Batch, Skipped};
 use crate::error::{LoaderError, Result};
 use crate::host::{BufferPool, HostMemory};
+use crate::mixture::{Catalog, MixtureSource};
 use crate::order::LoaderState;
-use crate::order::{AnchorIndex, RankOrder, Shuffle, Span};
+use crate::order::{RankOrder, Shuffle, Span};
+use crate::resolve::Plans;
 use crate::skipped::{SkippedEpisode, tally_skipped};
-use crate::spec::{DepthTensorUnit, SampleSpec};
+use crate::spec::SampleSpec;
 
 /// Where episode bytes come from: the store itself, or the node's block cache in front of it.
 #[derive(Debug, Clone)]
@@ -168,11 +170,10 @@ pub(crate) struct GopCache {
 }
 
 pub(crate) struct Shared {
-    pub manifest: Manifest,
+    /// The manifests, where their episodes are read from, and the epoch's positions.
+    pub catalog: Catalog,
     /// A hash of the spec, for [`crate::RunIdentity`].
     pub spec_hash: String,
-    pub index: AnchorIndex,
-    pub sources: Sources,
     pub cameras: Vec<CameraPlan>,
     pub depths: Vec<DepthPlan>,
     pub proprio: Vec<ProprioPlan>,
@@ -209,7 +210,7 @@ impl Shared {
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
-            .field("manifest", &self.manifest.path())
+            .field("sources", &self.catalog.len())
             .field("options", &self.options)
             .finish()
     }
@@ -222,12 +223,30 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// Builds a loader: indexes the anchors of every episode under `spec` and resolves
-    /// frame sizes and value counts from the first episode with samples.
+    /// Builds a loader over one manifest: indexes the anchors of every episode under
+    /// `spec` and resolves frame sizes and value counts from the first episode with
+    /// samples.
     pub fn new(
         manifest: Manifest,
         spec: &SampleSpec,
         sources: Sources,
+        options: LoaderOptions,
+    ) -> Result<Self> {
+        let only = MixtureSource {
+            manifest,
+            sources,
+            weight: 1.0,
+        };
+        Self::mixture(vec![only], spec, options)
+    }
+
+    /// Builds a loader over a weighted mixture of manifests ([`crate::mixture`]: each
+    /// source fills its weight's share of every epoch). The spec is resolved against
+    /// each source's first readable episode; sources whose streams differ in size are
+    /// refused.
+    pub fn mixture(
+        sources: Vec<MixtureSource>,
+        spec: &SampleSpec,
         options: LoaderOptions,
     ) -> Result<Self> {
         spec.validate().map_err(|reason| LoaderError::Spec {
@@ -240,139 +259,23 @@ impl Loader {
                 world: options.world,
             });
         }
-        let index = AnchorIndex::new(&manifest, spec.sampling_rule())?;
         // Serialising a spec cannot fail (plain data); its fields in declaration order.
         let spec_json = serde_json::to_vec(spec).unwrap_or_default();
         let spec_hash = format!("fnv1a:{:016x}", reel_manifest::fnv1a(spec_json));
-        if index.total() == 0 {
-            return Err(LoaderError::NoSamples {
-                path: manifest.path().to_path_buf(),
-            });
-        }
-        // The spec is resolved against the first episode that opens: a corrupt episode is
-        // skipped and reported in the batches like any other, whichever row it is in.
-        let mut failures = Vec::new();
-        let mut opened = None;
-        for row in (0..manifest.len()).filter(|&r| index.count(&manifest, r).is_ok_and(|n| n > 0)) {
-            let uri = manifest.episode(row)?.uri()?.to_string();
-            let reader = sources.open(&uri).and_then(|source| {
-                EpisodeReader::open(source).map_err(|source| LoaderError::Episode {
-                    uri: uri.clone(),
-                    source: Box::new(source),
-                })
-            });
-            match reader {
-                Ok(reader) => {
-                    opened = Some((uri, reader));
-                    break;
-                }
-                Err(e) => failures.push(format!("row {row}: {e}")),
-            }
-            // Sixteen in a row is not bad episodes but a broken store: stop asking.
-            if failures.len() == 16 {
-                break;
-            }
-        }
-        let Some((uri, reader)) = opened else {
-            return Err(LoaderError::NoReadableEpisode {
-                reasons: failures.join("; "),
-            });
-        };
-        let mismatch = |reason: String| LoaderError::Mismatch {
-            uri: uri.clone(),
-            reason,
-        };
-        let channel = |topic: &str| {
-            reader
-                .channel(topic)
-                .map_err(|e| mismatch(format!("the spec's topic {topic}: {e}")))
-        };
-        let mut cameras = Vec::new();
-        for c in &spec.cameras {
-            let ch = channel(&c.topic)?;
-            let dim = |key: &str| {
-                ch.metadata
-                    .get(key)
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .ok_or_else(|| {
-                        mismatch(format!("{} has no {key}: give the camera a size", c.topic))
-                    })
-            };
-            let (width, height, resize) = match c.size {
-                Some([w, h]) => (w, h, Some((w, h))),
-                None => (
-                    dim(reel_mcap::keys::WIDTH)?,
-                    dim(reel_mcap::keys::HEIGHT)?,
-                    None,
-                ),
-            };
-            cameras.push(CameraPlan {
-                name: c.name.clone(),
-                topic: c.topic.clone(),
-                offsets_ns: c.offsets_ns(),
-                width,
-                height,
-                resize,
-                layout: c.layout,
-            });
-        }
-        let mut depths = Vec::new();
-        for d in &spec.depths {
-            let ch = channel(&d.topic)?;
-            let meta = |key: &str| ch.metadata.get(key).map(String::as_str);
-            if meta(reel_mcap::keys::KIND) != Some(reel_mcap::keys::DEPTH_KIND) {
-                return Err(mismatch(format!(
-                    "{} is not a depth camera (reel.kind {:?})",
-                    d.topic,
-                    meta(reel_mcap::keys::KIND)
-                )));
-            }
-            let dim = |key: &str| {
-                meta(key)
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .ok_or_else(|| mismatch(format!("{} has no {key}", d.topic)))
-            };
-            if d.unit == DepthTensorUnit::M
-                && meta(reel_mcap::keys::UNIT) != Some(reel_video::DepthUnit::Millimetres.as_str())
-            {
-                return Err(mismatch(format!(
-                    "{} holds {:?} values, not millimetres: it has no metres",
-                    d.topic,
-                    meta(reel_mcap::keys::UNIT)
-                )));
-            }
-            depths.push(DepthPlan {
-                name: d.name.clone(),
-                topic: d.topic.clone(),
-                offsets_ns: d.offsets_ns(),
-                width: dim(reel_mcap::keys::WIDTH)?,
-                height: dim(reel_mcap::keys::HEIGHT)?,
-                unit: d.unit,
-            });
-        }
-        let mut proprio = Vec::new();
-        let mut proprio_topics: Vec<String> = Vec::new();
-        for p in &spec.proprio {
-            let ch = channel(&p.topic)?;
-            let fields = Some(reel_mcap::keys::fields(&ch).len())
-                .filter(|n| *n > 0)
-                .ok_or_else(|| {
-                    mismatch(format!("{} has no {}", p.topic, reel_mcap::keys::FIELDS))
-                })?;
-            proprio.push(ProprioPlan::new(p, fields));
-            if !proprio_topics.contains(&p.topic) {
-                proprio_topics.push(p.topic.clone());
-            }
-        }
+        let catalog = Catalog::new(sources, spec.sampling_rule(), options.seed, options.shuffle)?;
+        let plans = Plans::resolve(spec, &catalog)?;
         let whole_gops = matches!(options.shuffle, Shuffle::Locality { .. });
-        // A batch's tensors: anchors and rows, then data, times and mask per stream.
-        let tensors_per_batch = 2 + 3 * (cameras.len() + depths.len() + proprio.len());
+        let tensors_per_batch = plans.tensors_per_batch();
+        let Plans {
+            cameras,
+            depths,
+            proprio,
+            proprio_topics,
+        } = plans;
         Ok(Self {
             shared: Arc::new(Shared {
-                manifest,
+                catalog,
                 spec_hash,
-                index,
-                sources,
                 cameras,
                 depths,
                 proprio,
@@ -404,12 +307,43 @@ impl Loader {
 
     /// Samples of the whole manifest under the spec (all ranks).
     pub fn total_samples(&self) -> u64 {
-        self.shared.index.total()
+        self.shared.catalog.epoch_len()
     }
 
-    /// The manifest.
+    /// The manifest (of a mixture, the first source's).
     pub fn manifest(&self) -> &Manifest {
-        &self.shared.manifest
+        self.shared
+            .catalog
+            .manifest(0)
+            .expect("a loader has at least one source")
+    }
+
+    /// The block cache reads go through, if any (one for every source).
+    pub fn cache(&self) -> Option<&Arc<BlockCache>> {
+        self.shared.catalog.sources(0).and_then(Sources::cache)
+    }
+
+    /// Sources the loader mixes (1 for one manifest).
+    pub fn num_sources(&self) -> usize {
+        self.shared.catalog.len()
+    }
+
+    /// The manifest of source `source` (a batch's `source` tensor names it).
+    pub fn source_manifest(&self, source: usize) -> Option<&Manifest> {
+        self.shared.catalog.manifest(source)
+    }
+
+    /// The weight of source `source` as given.
+    pub fn source_weight(&self, source: usize) -> Option<f64> {
+        self.shared.catalog.weight(source)
+    }
+
+    /// Samples source `source` fills in each epoch (all ranks together), and the samples
+    /// it holds under the spec: a share above its size cycles it, one below draws a
+    /// different part of it each epoch.
+    pub fn source_share(&self, source: usize) -> Option<(u64, u64)> {
+        let c = &self.shared.catalog;
+        (source < c.len()).then(|| (c.share(source), c.source_samples(source)))
     }
 
     /// The options.
@@ -436,11 +370,18 @@ impl Loader {
         self.epoch_size_at(&LoaderState::at(epoch, 0))
     }
 
-    /// The episode of manifest row `row`, opened from the loader's sources (store or
-    /// cache): its metadata, topics and streams, beside the batches.
-    pub fn open_episode(&self, row: usize) -> Result<EpisodeReader<Box<dyn ByteSource>>> {
-        let uri = self.shared.manifest.episode(row)?.uri()?.to_string();
-        let source = self.shared.sources.open(&uri)?;
+    /// The episode of row `row` of source `source`'s manifest (a batch's `source` and
+    /// `episode_row`), opened from its store or cache: its metadata, topics and streams,
+    /// beside the batches.
+    pub fn open_episode(
+        &self,
+        source: usize,
+        row: usize,
+    ) -> Result<EpisodeReader<Box<dyn ByteSource>>> {
+        let catalog = &self.shared.catalog;
+        let row = catalog.row(source, row)?;
+        let uri = catalog.episode(row)?.uri()?.to_string();
+        let source = catalog.open(row, &uri)?;
         EpisodeReader::open(source).map_err(|source| LoaderError::Episode {
             uri,
             source: Box::new(source),

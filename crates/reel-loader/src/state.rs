@@ -22,6 +22,7 @@ use crate::order::{LoaderState, RankOrder, Shuffle, Span, slice_spans};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunIdentity {
     /// [`reel_manifest::Manifest::content_hash`]: the manifest's content, not its path.
+    /// Of a mixture, every source's hash and weight: `mixture(<hash>*<weight>, …)`.
     pub manifest: String,
     /// A hash of the sample spec.
     pub spec: String,
@@ -82,13 +83,32 @@ impl Loader {
     pub fn identity(&self) -> RunIdentity {
         let o = self.options();
         RunIdentity {
-            manifest: self.manifest().content_hash().to_string(),
+            manifest: self.content_identity(),
             spec: self.spec_hash().to_string(),
             seed: o.seed,
             shuffle: o.shuffle,
             batch_size: o.batch_size.max(1) as u64,
             drop_last: o.drop_last,
         }
+    }
+
+    /// The manifest's content hash; of a mixture, each source's hash and weight in order
+    /// (`mixture(<hash>*<weight>, …)`): other weights draw other samples.
+    fn content_identity(&self) -> String {
+        if self.num_sources() == 1 {
+            return self.manifest().content_hash().to_string();
+        }
+        let parts: Vec<String> = (0..self.num_sources())
+            .filter_map(|k| {
+                let manifest = self.source_manifest(k)?;
+                Some(format!(
+                    "{}*{}",
+                    manifest.content_hash(),
+                    self.source_weight(k)?
+                ))
+            })
+            .collect();
+        format!("mixture({})", parts.join(", "))
     }
 
     /// `position` as this rank saves it in a checkpoint.

@@ -9,9 +9,9 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use reel_cache::{BlockCache, CacheConfig};
-use reel_io::{StoreOptions, split_object_uri};
 use reel_loader::{
-    Batches, LoadStats, LoaderOptions, LoaderState, ResumeCheck, SavedState, Shuffle, Sources, Span,
+    Batches, LoadStats, LoaderOptions, LoaderState, MixtureEntry, ResumeCheck, SavedState, Shuffle,
+    Span, open_loader,
 };
 
 use crate::errors::{OrRaise, bad_input};
@@ -39,13 +39,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[pymethods]
 impl NativeLoader {
     #[new]
-    #[pyo3(signature = (manifest, spec, store=None, cache=None, *, cache_capacity=64 << 30,
+    #[pyo3(signature = (sources, spec, store=None, cache=None, *, cache_capacity=64 << 30,
         batch_size=8, workers=2, shuffle="locality", run=10, seed=0, rank=0, world=1,
         prefetch=4, pin_memory=None, drop_last=false, channels_first=false, max_skipped=0.01))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        manifest: String,
+        sources: Vec<(String, f64)>,
         spec: &Bound<'_, PyAny>,
         store: Option<String>,
         cache: Option<String>,
@@ -99,18 +99,18 @@ impl NativeLoader {
         // without the GIL.
         py.detach(move || {
             reel_video::quiet_ffmpeg_logs();
-            let opened = reel_manifest::open_uri(&manifest, &reel_manifest::node_manifest_dir())
-                .or_raise()?;
-            let store_uri = match store {
-                Some(uri) => uri,
-                None => split_object_uri(&manifest).or_raise()?.0,
-            };
+            let entries: Vec<MixtureEntry> = sources
+                .into_iter()
+                .map(|(manifest, weight)| MixtureEntry {
+                    manifest,
+                    weight,
+                    store: store.clone(),
+                })
+                .collect();
             // With a cache, a store folder that is gone still serves what the cache holds.
             let cache = cache.map(|dir| CacheConfig::new(dir, cache_capacity));
-            let sources =
-                Sources::open_store(&store_uri, &StoreOptions::default(), cache).or_raise()?;
-            let cache = sources.cache().cloned();
-            let loader = reel_loader::Loader::new(opened, &spec, sources, options).or_raise()?;
+            let loader = open_loader(&entries, &spec, cache, options).or_raise()?;
+            let cache = loader.cache().cloned();
             Ok(Self {
                 loader,
                 cache,
@@ -238,10 +238,11 @@ impl NativeLoader {
         self.cache.as_ref().is_some_and(|c| c.store_missing())
     }
 
-    /// The episode id of manifest row `row`.
-    fn episode_id(&self, row: usize) -> PyResult<String> {
-        let manifest = self.loader.manifest();
-        Ok(manifest
+    /// The episode id of row `row` of source `source`'s manifest.
+    #[pyo3(signature = (row, source=0))]
+    fn episode_id(&self, row: usize, source: usize) -> PyResult<String> {
+        Ok(self
+            .manifest(source)?
             .episode(row)
             .or_raise()?
             .episode_id()
@@ -249,17 +250,37 @@ impl NativeLoader {
             .to_owned())
     }
 
-    /// The start time (ns) of the episode of manifest row `row`.
-    fn episode_start_ns(&self, row: usize) -> PyResult<i64> {
-        Ok(self.loader.manifest().episode(row).or_raise()?.start_ns())
+    /// The start time (ns) of the episode of row `row` of source `source`'s manifest.
+    #[pyo3(signature = (row, source=0))]
+    fn episode_start_ns(&self, row: usize, source: usize) -> PyResult<i64> {
+        Ok(self.manifest(source)?.episode(row).or_raise()?.start_ns())
     }
 
-    /// The metadata records of the episode of manifest row `row` (record name → key →
-    /// value), read from the loader's store or cache.
-    fn episode_metadata<'py>(&self, py: Python<'py>, row: usize) -> PyResult<Bound<'py, PyDict>> {
+    /// Sources the loader mixes (1 for one manifest).
+    #[getter]
+    fn num_sources(&self) -> usize {
+        self.loader.num_sources()
+    }
+
+    /// Samples source `source` fills in each epoch (all ranks), and samples it holds.
+    fn source_share(&self, source: usize) -> PyResult<(u64, u64)> {
+        self.loader
+            .source_share(source)
+            .ok_or_else(|| bad_input(format!("no source {source}")))
+    }
+
+    /// The metadata records of the episode of row `row` of source `source`'s manifest
+    /// (record name → key → value), read from the loader's store or cache.
+    #[pyo3(signature = (row, source=0))]
+    fn episode_metadata<'py>(
+        &self,
+        py: Python<'py>,
+        row: usize,
+        source: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let metadata = py.detach(|| {
             self.loader
-                .open_episode(row)
+                .open_episode(source, row)
                 .map(|e| e.metadata().clone())
                 .or_raise()
         })?;
@@ -291,6 +312,17 @@ impl NativeLoader {
             dict.set_item("cache_hit_rate", cache.metrics().hit_rate())?;
         }
         Ok(dict)
+    }
+}
+
+impl NativeLoader {
+    fn manifest(&self, source: usize) -> PyResult<&reel_manifest::Manifest> {
+        self.loader.source_manifest(source).ok_or_else(|| {
+            bad_input(format!(
+                "no source {source}: the loader has {}",
+                self.loader.num_sources()
+            ))
+        })
     }
 }
 

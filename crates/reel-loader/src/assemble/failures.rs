@@ -19,15 +19,15 @@ impl Worker {
         &mut self,
         tensors: &mut [Tensor],
         slot: usize,
-        row: usize,
+        at: Located,
         uri: &str,
-        anchor: i64,
     ) -> Result<Option<String>> {
+        let row = at.row;
         let mut reopened = false;
         loop {
             let (result, at_open) = match self.episode(row, uri) {
                 Err(e) => (Err(e), true),
-                Ok(episode) => (self.fill(tensors, slot, row, uri, anchor, episode), false),
+                Ok(episode) => (self.fill(tensors, slot, at, uri, episode), false),
             };
             let Err(e) = result else { return Ok(None) };
             match e.kind() {

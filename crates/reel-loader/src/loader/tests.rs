@@ -115,7 +115,7 @@ fn epoch_size_counts_what_an_epoch_delivers_and_open_episode_reads_a_row() {
         }
     }
     let loader = f.loader(LoaderOptions::default());
-    let episode = loader.open_episode(1).expect("row 1");
+    let episode = loader.open_episode(0, 1).expect("row 1");
     let uri = loader
         .manifest()
         .episode(1)
@@ -124,5 +124,5 @@ fn epoch_size_counts_what_an_epoch_delivers_and_open_episode_reads_a_row() {
         .expect("uri");
     assert!(episode.name().ends_with(uri), "{} vs {uri}", episode.name());
     assert!(episode.metadata().contains_key("episode"));
-    assert!(loader.open_episode(2).is_err());
+    assert!(loader.open_episode(0, 2).is_err() && loader.open_episode(1, 0).is_err());
 }

@@ -36,7 +36,8 @@ def lerobot_batch(
     - numeric streams (``observation.state``, ``action``, …): [B, T, D] float32;
     - ``<key>_is_pad``: [B, T] bool, True where the element is padding (Reel's mask 0);
     - ``timestamp``: [B] float32, the anchor's seconds from its episode's start;
-    - ``episode_index``: [B] int64, the manifest row; ``task``: a list of B strings.
+    - ``episode_index``: [B] int64, the manifest row; ``task``: a list of B strings;
+    - ``source``: [B] int64, which manifest of a mixture (0 for one).
 
     Image arrays in uint8, the numeric streams and the indices are Reel's buffers
     themselves (no copy); ``_is_pad`` and float images are computed.
@@ -44,7 +45,7 @@ def lerobot_batch(
     out: dict[str, Any] = {}
     names = [k for k in tensors if not k.endswith((".mask", ".time_ns"))]
     for name in names:
-        if name in ("anchor_ns", "episode_row"):
+        if name in ("anchor_ns", "episode_row", "source"):
             continue
         value = tensors[name]
         camera = value.dtype == np.uint8 and value.ndim == 5
@@ -61,10 +62,12 @@ def lerobot_batch(
         if mask is not None:
             out[f"{key}_is_pad"] = mask == 0
     rows = tensors["episode_row"]
+    sources = tensors["source"]
     anchors = tensors["anchor_ns"]
-    episodes = [episode_of(int(r)) for r in rows]
+    episodes = [episode_of(int(r), int(k)) for r, k in zip(rows, sources)]
     starts = np.array([start for _, start in episodes], dtype=np.int64)
     out["timestamp"] = ((anchors - starts) / 1e9).astype(np.float32)
     out["episode_index"] = rows
+    out["source"] = sources
     out["task"] = [task for task, _ in episodes]
     return out

@@ -18,7 +18,8 @@ class Batch(dict):
 
     In the ``"reel"`` layout the keys are the spec's tensor names plus
     ``<name>.mask`` (1 where the element holds data) and ``<name>.time_ns`` (the time of
-    the data each element holds), ``anchor_ns`` and ``episode_row``. Every array is a
+    the data each element holds), ``anchor_ns``, ``episode_row`` (the row in its source's
+    manifest) and ``source`` (which manifest of a mixture, 0 for one). Every array is a
     view of Reel's own buffer (``array.base`` is a :class:`reel.TensorBuffer`): nothing
     was copied, and ``torch.from_numpy`` shares it too.
 
@@ -49,6 +50,34 @@ class Batch(dict):
 def _integer(name: str, value: Any, least: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not least <= value < 1 << 64:
         raise _reel.BadInputError(f"{name} must be an integer of at least {least}, not {value!r}")
+
+
+def mixture_sources(manifest: Any) -> list[tuple[str, float]]:
+    """``manifest`` as (path or URI, weight) pairs: one manifest, or a list of
+    ``(manifest, weight)`` pairs (a weighted mixture), else ``reel.BadInputError``."""
+    if isinstance(manifest, (str, os.PathLike)):
+        return [(os.fspath(manifest), 1.0)]
+    try:
+        pairs = list(manifest)
+    except TypeError:
+        pairs = None
+    sources = []
+    for pair in pairs or [None]:
+        ok = isinstance(pair, (tuple, list)) and len(pair) == 2
+        path, weight = pair if ok else (None, None)
+        if (
+            not isinstance(path, (str, os.PathLike))
+            or isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not weight > 0
+            or weight == float("inf")
+        ):
+            raise _reel.BadInputError(
+                f"manifest must be a path or URI, or a list of (manifest, weight) pairs with "
+                f"positive weights, not {manifest!r}"
+            )
+        sources.append((os.fspath(path), float(weight)))
+    return sources
 
 
 def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,11 +125,18 @@ class Loader:
 
     Args:
         manifest: the Arrow IPC manifest ``reel-curate`` wrote: a local path or a store
-            URI (``s3://bucket/runs/42/train.arrow?endpoint=…``, fetched once per node).
+            URI (``s3://bucket/runs/42/train.arrow?endpoint=…``, fetched once per node);
+            or a weighted mixture, a list of ``(manifest, weight)`` pairs. Each source of
+            a mixture fills its weight's share of every epoch, which holds as many
+            samples as the sources together; a source drawn beyond its size is cycled
+            (each pass in a fresh order), one drawn less goes on in the next epoch where
+            this one stopped, so each of its samples comes once before any comes again.
+            ``batch["source"]`` names each sample's source, ``batch["episode_row"]`` its
+            row in that source's manifest.
         spec: the sample spec: a dict, TOML text, or the path or store URI of a TOML
             file (see ``testdata/spec.toml``).
         store: where the manifest's episode paths live (a folder or a store URI); by
-            default the manifest's own folder or prefix.
+            default each manifest's own folder or prefix.
         cache: a node-local block cache folder in front of the store (``reel-warm``
             fills it), or None to read the store directly.
         batch_size: samples per batch.
@@ -139,7 +175,7 @@ class Loader:
 
     def __init__(
         self,
-        manifest: str | os.PathLike,
+        manifest: str | os.PathLike | Sequence[tuple[str | os.PathLike, float]],
         spec: str | os.PathLike | Mapping[str, Any],
         store: str | os.PathLike | None = None,
         cache: str | os.PathLike | None = None,
@@ -170,7 +206,7 @@ class Loader:
         elif pin_memory is not False and pin_memory is not None:
             device = int(pin_memory)
         self._native = _reel.Loader(
-            os.fspath(manifest),
+            mixture_sources(manifest),
             spec if isinstance(spec, (dict, str)) else os.fspath(spec),
             None if store is None else os.fspath(store),
             None if cache is None else os.fspath(cache),
@@ -201,7 +237,7 @@ class Loader:
         # The rank's part of the epoch when it resumed on another world size (JSON).
         self._spans: str | None = None
         self._generation = 0
-        self._episodes: dict[int, tuple[str, int]] = {}
+        self._episodes: dict[tuple[int, int], tuple[str, int]] = {}
 
     # Iteration ------------------------------------------------------------------------
 
@@ -315,8 +351,19 @@ class Loader:
 
     @property
     def total_samples(self) -> int:
-        """Samples of the whole manifest under the spec (every rank)."""
+        """Samples of each epoch, every rank together (one manifest: all its samples
+        under the spec; a mixture: all its sources' together)."""
         return self._native.total_samples
+
+    @property
+    def num_sources(self) -> int:
+        """Manifests the loader mixes (1 for one manifest)."""
+        return self._native.num_sources
+
+    def source_share(self, source: int) -> tuple[int, int]:
+        """(samples source ``source`` fills in each epoch, every rank together; samples
+        it holds under the spec)."""
+        return self._native.source_share(source)
 
     @property
     def pinned(self) -> bool:
@@ -328,21 +375,23 @@ class Loader:
         cache hit rate)."""
         return self._native.stats()
 
-    def episode_id(self, row: int) -> str:
-        """The episode id of manifest row ``row`` (``batch["episode_row"]`` names rows)."""
-        return self._native.episode_id(row)
+    def episode_id(self, row: int, source: int = 0) -> str:
+        """The episode id of row ``row`` of source ``source``'s manifest
+        (``batch["episode_row"]`` and ``batch["source"]`` name them)."""
+        return self._native.episode_id(row, source)
 
-    def episode_metadata(self, row: int) -> dict[str, dict[str, str]]:
-        """The metadata records of the episode of manifest row ``row``."""
-        return self._native.episode_metadata(row)
+    def episode_metadata(self, row: int, source: int = 0) -> dict[str, dict[str, str]]:
+        """The metadata records of the episode of row ``row`` of source ``source``."""
+        return self._native.episode_metadata(row, source)
 
-    def _episode_of(self, row: int) -> tuple[str, int]:
-        """(task, start time in ns) of manifest row ``row``, read once."""
-        known = self._episodes.get(row)
+    def _episode_of(self, row: int, source: int) -> tuple[str, int]:
+        """(task, start time in ns) of row ``row`` of source ``source``, read once."""
+        known = self._episodes.get((source, row))
         if known is None:
-            task = self._native.episode_metadata(row).get("episode", {}).get("task", "")
-            known = (task, self._native.episode_start_ns(row))
-            self._episodes[row] = known
+            metadata = self._native.episode_metadata(row, source)
+            task = metadata.get("episode", {}).get("task", "")
+            known = (task, self._native.episode_start_ns(row, source))
+            self._episodes[(source, row)] = known
         return known
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from ._loader import Loader, check_options
+from ._loader import Loader, check_options, mixture_sources
 from ._reel import BadInputError
 
 
@@ -134,6 +134,8 @@ class ReelDataset(torch.utils.data.IterableDataset):
             rank = detected[0] if rank is None else rank
             world = detected[1] if world is None else world
         check_options(dict(options, rank=rank, world=world))
+        # One manifest or a weighted mixture, checked now (plain pairs pickle to workers).
+        manifest = mixture_sources(manifest)
         self._args = (manifest, spec, store, cache)
         self._options = options
         self._rank, self._world = rank, world

@@ -1377,3 +1377,5 @@ fn warming_the_working_set_of_a_spec_makes_every_read_a_hit() {
         );
     }
 }
+
+mod mixture;
