@@ -1,6 +1,7 @@
 //! `reel-inspect`: what is inside an MCAP. Without a subcommand, the layout of each file
 //! (a table on stdout, or one JSON line per file); `doctor` checks files against the MCAP
-//! specification and the canonical episode rules; `cat` prints messages as JSON lines.
+//! specification and the canonical episode rules; `cat` prints messages as JSON lines;
+//! `lineage` follows a checkpoint (or a manifest) down to the landing recordings.
 //! The `reel-inspect` binary and `reel inspect` both run [`run`].
 
 use std::io::Write;
@@ -17,7 +18,8 @@ Examples:
   reel-inspect --json --no-gops 's3://robots/canonical/ep-000.mcap?region=eu-west-1'
   reel-inspect doctor canonical/*.mcap
   reel-inspect doctor --mcap-only landing/ep-000.mcap
-  reel-inspect cat canonical/ep-000.mcap --topic /joint_states | head";
+  reel-inspect cat canonical/ep-000.mcap --topic /joint_states | head
+  reel-inspect lineage checkpoints/step-0000001000";
 
 /// Show the layout of MCAP files: channels, schemas, topic groups, chunks per group (count,
 /// sizes, time ranges, topics), GOP statistics and compression ratio.
@@ -55,6 +57,35 @@ Examples:
   reel-inspect cat canonical/ep-000.mcap -t /action -t /hand/left/pose | jq .message.values
   reel-inspect cat landing/ep-000.mcap | wc -l")]
     Cat(CatArgs),
+    /// What a checkpoint saw: its loader states, each manifest they loaded (query,
+    /// warehouse snapshot, CDC position, creation time) and each episode's canonical
+    /// object and landing recording with their digests. Manifests and objects replaced
+    /// since are reported as CHANGED (exit 1).
+    #[command(after_help = "\
+Examples:
+  reel-inspect lineage checkpoints/step-0000001000
+  reel-inspect lineage checkpoints/ --json | jq 'select(.kind == \"episode\")'
+  reel-inspect lineage train.arrow --limit 10 --no-verify")]
+    Lineage(LineageArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct LineageArgs {
+    /// A checkpoint folder (`step-N`, as `reel.save_checkpoint` and `train-policy` write
+    /// it, with `loader.json`), a folder of checkpoints (its newest), or a manifest.
+    path: std::path::PathBuf,
+    /// One JSON object per link (`kind`: checkpoint, loader_state, manifest, episode).
+    #[arg(long)]
+    json: bool,
+    /// Read only each episode's metadata, not the whole object (no digest check).
+    #[arg(long)]
+    no_verify: bool,
+    /// At most this many episodes of each manifest.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// The store the manifests' episode paths are relative to (default: beside each).
+    #[arg(long)]
+    store: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -98,7 +129,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => layout(args.layout),
         Some(Command::Doctor(doctor)) => run_doctor(doctor),
         Some(Command::Cat(cat)) => run_cat(cat),
+        Some(Command::Lineage(lineage)) => run_lineage(lineage),
     }
+}
+
+fn run_lineage(args: LineageArgs) -> anyhow::Result<ExitCode> {
+    let lineage = reel_lineage::Lineage::new(reel_lineage::LineageOptions {
+        verify: !args.no_verify,
+        limit: args.limit,
+        store: args.store,
+    });
+    let mut changed = 0usize;
+    let mut out = std::io::stdout().lock();
+    lineage
+        .walk(&args.path, &mut |record| {
+            use reel_lineage::{Record, Status};
+            let status = match &record {
+                Record::Manifest(m) => Some(m.status),
+                Record::Episode(e) => Some(e.status),
+                _ => None,
+            };
+            changed += usize::from(matches!(status, Some(Status::Changed | Status::Missing)));
+            if args.json {
+                serde_json::to_writer(&mut out, &record).map_err(std::io::Error::from)?;
+                writeln!(out)?;
+            } else {
+                writeln!(out, "{}", record.text())?;
+            }
+            Ok(())
+        })
+        .with_context(|| format!("lineage of {}", args.path.display()))?;
+    if changed > 0 {
+        eprintln!("reel-inspect: {changed} manifests or episodes changed or missing since");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn layout(args: LayoutArgs) -> anyhow::Result<ExitCode> {

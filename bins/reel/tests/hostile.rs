@@ -154,6 +154,7 @@ fn manifest_keys_cannot_reach_outside_the_store() {
                 camera_frames: row.camera_frames(),
                 state_steps: row.state_steps(),
                 action_steps: row.action_steps(),
+                digest: row.digest().unwrap_or(0),
             })
             .unwrap();
     }

@@ -200,7 +200,11 @@ impl Warehouse {
         match self.db.lsn() {
             0 => files,
             // The database's tables as of this LSN.
-            lsn => format!("{files}+db-{}", reel_manifest::changes::lsn_text(lsn)),
+            lsn => format!(
+                "{files}{}{}",
+                reel_manifest::CDC_POSITION_MARK,
+                reel_manifest::changes::lsn_text(lsn)
+            ),
         }
     }
 
@@ -409,6 +413,10 @@ const NEEDED: [&str; 8] = [
     "action_steps",
 ];
 
+/// The warehouse column (schema version 3) whose values become the manifest's digests;
+/// taken when the query's result has it.
+const DIGEST: &str = "canonical_digest";
+
 /// How [`curate_to_manifest_with`] treats an odd result.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -452,10 +460,11 @@ pub fn curate_to_manifest_with(
     if let Some(column) = NEEDED.into_iter().find(|c| schema.get(c).is_none()) {
         return Err(CurateError::MissingColumn { column });
     }
-    let df = lf
-        .select(NEEDED.map(col))
-        .collect()
-        .map_err(CurateError::Query)?;
+    let mut columns: Vec<Expr> = NEEDED.map(col).to_vec();
+    if schema.get(DIGEST).is_some() {
+        columns.push(col(DIGEST));
+    }
+    let df = lf.select(columns).collect().map_err(CurateError::Query)?;
     if df.height() == 0 && !options.allow_empty {
         return Err(CurateError::NoEpisodes);
     }
@@ -512,6 +521,26 @@ pub fn write_frame(
         slice("state_steps", &states)?,
     );
     let actions = slice("action_steps", &actions)?;
+    // Digests where the warehouse recorded them (0 for rows ingested before it did).
+    let digests = match df.column(DIGEST) {
+        Ok(c) => Some(
+            c.cast(&DataType::UInt64)
+                .and_then(|c| c.fill_null(FillNullStrategy::Zero))
+                .map_err(|source| CurateError::ColumnType {
+                    column: DIGEST,
+                    source,
+                })?,
+        ),
+        Err(_) => None,
+    };
+    let digests = match &digests {
+        Some(c) => Some(numbers(DIGEST, c.u64())?),
+        None => None,
+    };
+    let digest = match &digests {
+        Some(d) => slice(DIGEST, d)?,
+        None => &[],
+    };
 
     let mut writer = ManifestWriter::create(output, meta)?;
     writer.push_columns(
@@ -524,6 +553,7 @@ pub fn write_frame(
             camera_frames: frames,
             state_steps: states,
             action_steps: actions,
+            digest,
         },
     )?;
     Ok(writer.finish()?)

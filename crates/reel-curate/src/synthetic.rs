@@ -70,6 +70,11 @@ impl Row {
             uri: &self.uri,
             ingested_at_ns: self.ingested_at_ns,
             source: None,
+            // As random as a real object's digest (a version's own, re-ingests differ).
+            canonical_digest: Some(
+                mix(reel_manifest::fnv1a(self.episode_id.bytes()) ^ self.ingested_at_ns as u64)
+                    .max(1),
+            ),
         }
     }
 }

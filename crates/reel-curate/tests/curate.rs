@@ -559,7 +559,9 @@ path, rows, samples, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sy
 t = ipc.open_file(path).read_all()
 assert t.num_rows == rows, (t.num_rows, rows)
 meta = {k.decode(): v.decode() for k, v in t.schema.metadata.items()}
-assert meta["reel.manifest.version"] == "1" and "qc_pass" in meta["reel.manifest.query"], meta
+assert meta["reel.manifest.version"] == "2" and "qc_pass" in meta["reel.manifest.query"], meta
+# Each row carries its canonical object's digest from the warehouse (synthetic rows have one).
+assert t.column("digest").null_count == 0 and min(t.column("digest").to_pylist()) > 0
 off, n = t.column("sample_offset").to_pylist(), t.column("num_samples").to_pylist()
 assert all(off[i] + n[i] == off[i + 1] for i in range(rows - 1)) and off[-1] + n[-1] == samples
 df = pl.read_ipc(path, memory_map=True)

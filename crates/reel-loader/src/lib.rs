@@ -109,5 +109,5 @@ pub use spec::{
     CameraSpec, DepthSpec, DepthTensorUnit, EdgePolicy, Layout, ProprioKind, ProprioSpec,
     SampleSpec,
 };
-pub use state::{ResumeCheck, RunIdentity, SavedState};
+pub use state::{LOADER_CHECKPOINT_FILE, ResumeCheck, RunIdentity, SavedState};
 pub use working_set::{whole_episodes, working_set};

@@ -236,6 +236,7 @@ impl Loader {
             manifest,
             sources,
             weight: 1.0,
+            location: None,
         };
         Self::mixture(vec![only], spec, options)
     }
@@ -331,6 +332,11 @@ impl Loader {
     /// The manifest of source `source` (a batch's `source` tensor names it).
     pub fn source_manifest(&self, source: usize) -> Option<&Manifest> {
         self.shared.catalog.manifest(source)
+    }
+
+    /// Where source `source`'s manifest was opened from (a path or store URI).
+    pub fn source_location(&self, source: usize) -> Option<&str> {
+        self.shared.catalog.location(source)
     }
 
     /// The weight of source `source` as given.

@@ -29,6 +29,9 @@ pub struct MixtureSource {
     pub sources: Sources,
     /// Its share of each epoch's samples, relative to the other sources' weights.
     pub weight: f64,
+    /// Where the manifest was opened from (a path or store URI), kept in saved states
+    /// so that a checkpoint's lineage finds it again; `None`: its path.
+    pub location: Option<String>,
 }
 
 /// A mixture file's entry, as `reel-load --mixture` and [`open_loader`](crate::open_loader)
@@ -89,6 +92,7 @@ fn check_weight(k: usize, weight: f64) -> std::result::Result<(), String> {
 #[derive(Debug)]
 struct Part {
     manifest: Manifest,
+    location: String,
     sources: Sources,
     index: AnchorIndex,
     weight: f64,
@@ -143,7 +147,11 @@ impl Catalog {
                 });
             }
             let rows = source.manifest.len();
+            let location = source
+                .location
+                .unwrap_or_else(|| source.manifest.path().display().to_string());
             parts.push(Part {
+                location,
                 manifest: source.manifest,
                 sources: source.sources,
                 index,
@@ -181,6 +189,11 @@ impl Catalog {
 
     pub(crate) fn manifest(&self, source: usize) -> Option<&Manifest> {
         self.parts.get(source).map(|p| &p.manifest)
+    }
+
+    /// Where source `source`'s manifest was opened from.
+    pub(crate) fn location(&self, source: usize) -> Option<&str> {
+        self.parts.get(source).map(|p| p.location.as_str())
     }
 
     pub(crate) fn sources(&self, source: usize) -> Option<&Sources> {
@@ -326,6 +339,7 @@ mod tests {
                     camera_frames: &counts,
                     state_steps: &counts,
                     action_steps: &counts,
+                    digest: &[],
                 },
             )
             .expect("rows");
@@ -355,6 +369,7 @@ mod tests {
                 manifest: manifest_of(dir, &format!("s{k}-"), rows),
                 sources: Sources::Store(store.clone()),
                 weight,
+                location: None,
             })
             .collect();
         Catalog::new(sources, rule(), 5, shuffle).expect("catalog")
@@ -525,6 +540,7 @@ mod tests {
             manifest: manifest_of(dir.path(), &format!("w{rows}-"), rows),
             sources: Sources::Store(store.clone()),
             weight,
+            location: None,
         };
         let nan = Catalog::new(
             vec![source(1.0, 1), source(f64::NAN, 2)],

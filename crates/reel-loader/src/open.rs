@@ -56,6 +56,7 @@ pub fn open_loader(
             manifest,
             sources: opened,
             weight: entry.weight,
+            location: Some(entry.manifest.clone()),
         });
     }
     Loader::mixture(sources, spec, options)

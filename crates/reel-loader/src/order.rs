@@ -669,6 +669,7 @@ mod tests {
                     camera_frames: &counts,
                     state_steps: &counts,
                     action_steps: &counts,
+                    digest: &[],
                 },
             )
             .expect("rows");

@@ -17,6 +17,9 @@ use crate::error::{LoaderError, Result};
 use crate::loader::{EpochSize, Loader};
 use crate::order::{LoaderState, RankOrder, Shuffle, Span, slice_spans};
 
+/// How [`RunIdentity::manifest`] begins for a mixture: `mixture(<hash>*<weight>, …)`.
+const MIXTURE_PREFIX: &str = "mixture(";
+
 /// What a state belongs to: the same position under another manifest, spec, seed, order
 /// or batch size names other samples.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +36,21 @@ pub struct RunIdentity {
 }
 
 impl RunIdentity {
+    /// The content hash of each source's manifest, in order (one for a single manifest).
+    pub fn manifest_hashes(&self) -> Vec<&str> {
+        match self
+            .manifest
+            .strip_prefix(MIXTURE_PREFIX)
+            .and_then(|m| m.strip_suffix(')'))
+        {
+            Some(parts) => parts
+                .split(", ")
+                .map(|part| part.rsplit_once('*').map_or(part, |(hash, _)| hash))
+                .collect(),
+            None => vec![self.manifest.as_str()],
+        }
+    }
+
     /// The first field that differs from `other`, with both values.
     fn difference(&self, other: &Self) -> Option<(&'static str, String, String)> {
         let text = |v: &dyn std::fmt::Debug| format!("{v:?}");
@@ -62,6 +80,41 @@ pub struct SavedState {
     pub world: u64,
     #[serde(flatten)]
     pub position: LoaderState,
+    /// Where each source's manifest was opened from (a path or store URI), for a
+    /// checkpoint's lineage; not part of the run's identity (a copy elsewhere is the
+    /// same run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<String>,
+}
+
+/// The checkpoint file holding every rank's [`SavedState`] (a JSON list; one state alone
+/// is read too): what `train-policy` and `examples/train_torch.py` write, and what
+/// `reel inspect lineage` reads.
+pub const LOADER_CHECKPOINT_FILE: &str = "loader.json";
+
+impl SavedState {
+    /// The states in a [`LOADER_CHECKPOINT_FILE`]: a JSON list of states, or one.
+    pub fn from_checkpoint_json(bytes: &[u8]) -> Result<Vec<Self>> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrMany {
+            Many(Vec<SavedState>),
+            One(Box<SavedState>),
+        }
+        match serde_json::from_slice(bytes) {
+            Ok(OneOrMany::Many(states)) => Ok(states),
+            Ok(OneOrMany::One(state)) => Ok(vec![*state]),
+            Err(e) => Err(LoaderError::BadResume {
+                reason: format!("{LOADER_CHECKPOINT_FILE} is not a list of loader states: {e}"),
+            }),
+        }
+    }
+
+    /// `states` as a [`LOADER_CHECKPOINT_FILE`] holds them.
+    pub fn to_checkpoint_json(states: &[Self]) -> Vec<u8> {
+        // Plain data: serialising it cannot fail.
+        serde_json::to_vec(states).unwrap_or_default()
+    }
 }
 
 /// How [`Loader::restore`] treats a state saved by another run.
@@ -108,7 +161,7 @@ impl Loader {
                 ))
             })
             .collect();
-        format!("mixture({})", parts.join(", "))
+        format!("{MIXTURE_PREFIX}{})", parts.join(", "))
     }
 
     /// `position` as this rank saves it in a checkpoint.
@@ -119,6 +172,9 @@ impl Loader {
             rank: o.rank as u64,
             world: o.world as u64,
             position,
+            manifests: (0..self.num_sources())
+                .filter_map(|k| self.source_location(k).map(str::to_owned))
+                .collect(),
         }
     }
 

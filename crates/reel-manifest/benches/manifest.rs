@@ -51,6 +51,7 @@ fn build(path: &Path, rows: u64) {
                 camera_frames: seconds as u32 * 30,
                 state_steps: seconds as u32 * 200,
                 action_steps: seconds as u32 * 50,
+                digest: i.wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1,
             })
             .expect("pushes");
     }

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use twox_hash::XxHash3_128;
+use twox_hash::{XxHash3_64, XxHash3_128};
 
 /// FNV-1a 64 over `bytes`: stable across runs, platforms and Rust versions (unlike
 /// `std`'s hashers), cheap, and good enough for ids that are also compared in full.
@@ -12,6 +12,29 @@ pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     bytes.into_iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// The digest of a canonical object's bytes (XXH3, 64 bits): written at ingest into its
+/// warehouse row and from there into each manifest row, so that what a run read can be
+/// told from what a store holds under the same name later. Never 0 (0 means none).
+pub fn object_digest(bytes: &[u8]) -> u64 {
+    parts_digest([bytes])
+}
+
+/// [`object_digest`] of the concatenation of `parts` (the files of one recording, in
+/// order), without joining them.
+pub fn parts_digest<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = XxHash3_64::default();
+    for part in parts {
+        hasher.write(part);
+    }
+    hasher.finish().max(1)
+}
+
+/// An object digest as text: `xxh3_64:` and 16 hex digits.
+pub fn digest_text(digest: u64) -> String {
+    format!("xxh3_64:{digest:016x}")
 }
 
 /// The content hash of a manifest's bytes as text: `xxh3_128:` and 32 hex digits.

@@ -48,12 +48,16 @@ mod write;
 
 pub use error::ManifestError;
 pub use fetch::{fetch_once, local_copy, node_manifest_dir, open_uri, open_uri_with};
-pub use hash::fnv1a;
+pub use hash::{digest_text, fnv1a, object_digest, parts_digest};
 pub use read::{EpisodeRef, Manifest, Sample, ShardView};
 pub use write::{ManifestNumbers, ManifestRow, ManifestWriter, write_manifest};
 
-/// The manifest format version this crate reads and writes.
-pub const FORMAT_VERSION: &str = "1";
+/// The manifest format version this crate writes. Version 2 added the `digest` column;
+/// version 1 manifests (without it) are read too.
+pub const FORMAT_VERSION: &str = "2";
+
+/// Format versions this crate reads.
+pub const READABLE_VERSIONS: [&str; 2] = ["1", "2"];
 
 /// Schema-metadata keys.
 pub mod keys {
@@ -81,6 +85,9 @@ pub mod columns {
     pub const ACTION_STEPS: &str = "action_steps";
     pub const NUM_SAMPLES: &str = "num_samples";
     pub const SAMPLE_OFFSET: &str = "sample_offset";
+    /// Format version 2: the canonical object's [`object_digest`](crate::object_digest)
+    /// when the manifest was written, 0 where the warehouse row had none.
+    pub const DIGEST: &str = "digest";
 }
 
 /// Which anchor times of an episode are training samples: every `period_ns`
@@ -121,6 +128,10 @@ impl SamplingRule {
     }
 }
 
+/// What follows it in a warehouse snapshot id is the change-data-capture position (a
+/// PostgreSQL LSN) the database's tables were read at.
+pub const CDC_POSITION_MARK: &str = "+db-";
+
 /// What a manifest says about itself (its Arrow schema metadata).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManifestMeta {
@@ -134,6 +145,14 @@ pub struct ManifestMeta {
 }
 
 impl ManifestMeta {
+    /// The change-data-capture position the curation read the database's tables at, when
+    /// it read any ([`CDC_POSITION_MARK`] in the snapshot id).
+    pub fn cdc_position(&self) -> Option<&str> {
+        self.warehouse_snapshot
+            .split_once(CDC_POSITION_MARK)
+            .map(|(_, lsn)| lsn)
+    }
+
     /// Metadata stamped with the current time.
     pub fn new(
         query: impl Into<String>,

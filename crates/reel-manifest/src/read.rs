@@ -9,7 +9,10 @@ use arrow_ipc::convert::try_fb_to_schema;
 use arrow_ipc::reader::{FileDecoder, read_footer_length};
 use arrow_schema::DataType;
 
-use crate::{FORMAT_VERSION, ManifestError, ManifestMeta, SamplingRule, columns as col, keys};
+use crate::{
+    FORMAT_VERSION, ManifestError, ManifestMeta, READABLE_VERSIONS, SamplingRule, columns as col,
+    keys,
+};
 
 /// One record batch's columns, borrowed from the mapped file.
 #[derive(Debug)]
@@ -24,6 +27,8 @@ struct Batch {
     action_steps: UInt32Array,
     num_samples: UInt64Array,
     sample_offset: UInt64Array,
+    /// Format version 2 on.
+    digest: Option<UInt64Array>,
 }
 
 /// A memory-mapped manifest. Cheap to open at any size; see the crate docs.
@@ -119,6 +124,13 @@ impl Manifest {
                 .map_err(|e| ManifestError::corrupt(&path, format!("unreadable schema: {e}")))?,
         );
         let meta = parse_meta(&path, schema.metadata())?;
+        // Version 1 manifests end at `sample_offset`; version 2 adds the digests.
+        let has_digest = schema.column_with_name(col::DIGEST).is_some();
+        let columns = if has_digest {
+            LAYOUT.len()
+        } else {
+            LAYOUT.len() - 1
+        };
         let content_hash = std::sync::OnceLock::new();
         if let Some(hash) = footer
             .custom_metadata()
@@ -161,6 +173,7 @@ impl Manifest {
                 &data,
                 block.metaDataLength() as usize,
                 block.bodyLength() as usize,
+                columns,
             )?;
             let batch = decoder
                 .read_record_batch(block, &data)
@@ -180,6 +193,11 @@ impl Manifest {
                 action_steps: column(&path, &batch, col::ACTION_STEPS, &DataType::UInt32)?,
                 num_samples: column(&path, &batch, col::NUM_SAMPLES, &DataType::UInt64)?,
                 sample_offset: column(&path, &batch, col::SAMPLE_OFFSET, &DataType::UInt64)?,
+                digest: if has_digest {
+                    Some(column(&path, &batch, col::DIGEST, &DataType::UInt64)?)
+                } else {
+                    None
+                },
             };
             let rows = batch.start_ns.len();
             let samples_before = *sample_starts.last().unwrap_or(&0);
@@ -354,7 +372,7 @@ impl Manifest {
 
 /// Arrow types of the manifest's columns, in file order, with the byte width
 /// of their values (0 for strings).
-const LAYOUT: [(DataType, usize); 10] = [
+const LAYOUT: [(DataType, usize); 11] = [
     (DataType::Utf8, 0),
     (DataType::Utf8, 0),
     (DataType::Int64, 8),
@@ -363,6 +381,7 @@ const LAYOUT: [(DataType, usize); 10] = [
     (DataType::UInt32, 4),
     (DataType::UInt32, 4),
     (DataType::UInt32, 4),
+    (DataType::UInt64, 8),
     (DataType::UInt64, 8),
     (DataType::UInt64, 8),
 ];
@@ -375,7 +394,9 @@ fn check_batch_header(
     data: &[u8],
     meta_len: usize,
     body_len: usize,
+    columns: usize,
 ) -> Result<(), ManifestError> {
+    let layout = &LAYOUT[..columns];
     let corrupt = |reason: String| ManifestError::corrupt(path, reason);
     if meta_len < 8 || meta_len > data.len() || data.len() - meta_len < body_len {
         return Err(corrupt(format!(
@@ -405,15 +426,15 @@ fn check_batch_header(
     let buffers = batch
         .buffers()
         .ok_or_else(|| corrupt("batch header lists no buffers".into()))?;
-    if nodes.len() != LAYOUT.len() {
+    if nodes.len() != layout.len() {
         return Err(corrupt(format!(
             "batch has {} columns, expected {}",
             nodes.len(),
-            LAYOUT.len()
+            layout.len()
         )));
     }
     let mut next = 0;
-    for (node, (data_type, width)) in nodes.iter().zip(LAYOUT) {
+    for (node, (data_type, width)) in nodes.iter().zip(layout.iter().cloned()) {
         if node.length() != batch.length() || node.null_count() != 0 {
             return Err(corrupt(format!(
                 "a {data_type} column has {} rows ({} null), expected {rows}",
@@ -461,7 +482,7 @@ fn parse_meta(
     metadata: &arrow_schema::Metadata,
 ) -> Result<ManifestMeta, ManifestError> {
     let version = metadata.get(keys::VERSION);
-    if version.map(String::as_str) != Some(FORMAT_VERSION) {
+    if !version.is_some_and(|v| READABLE_VERSIONS.contains(&v.as_str())) {
         return Err(ManifestError::Version {
             path: path.to_path_buf(),
             found: version.cloned(),
@@ -570,6 +591,12 @@ impl<'m> EpisodeRef<'m> {
     /// Global index of this episode's first sample.
     pub fn sample_offset(&self) -> u64 {
         self.batch().sample_offset.value(self.index)
+    }
+    /// The canonical object's [`object_digest`](crate::object_digest) when the manifest
+    /// was written; `None` in a version 1 manifest or where the warehouse had none.
+    pub fn digest(&self) -> Option<u64> {
+        let digests = self.batch().digest.as_ref()?;
+        Some(digests.value(self.index)).filter(|&d| d != 0)
     }
 }
 

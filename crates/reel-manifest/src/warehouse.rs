@@ -22,8 +22,8 @@ use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 /// The warehouse schema version (stamped on every row). Version 2 added the `source_*`
-/// columns; a version 1 part reads as if they were null.
-pub const WAREHOUSE_SCHEMA_VERSION: u32 = 2;
+/// columns, version 3 `canonical_digest`; an older part reads as if they were null.
+pub const WAREHOUSE_SCHEMA_VERSION: u32 = 3;
 
 /// The folder of the `episodes` table inside a warehouse store.
 pub const EPISODES_PREFIX: &str = "episodes/";
@@ -122,6 +122,8 @@ pub struct WarehouseRow<'a> {
     pub ingested_at_ns: i64,
     /// Where an imported episode came from.
     pub source: Option<&'a SourceDataset>,
+    /// The canonical object's [`object_digest`](crate::object_digest).
+    pub canonical_digest: Option<u64>,
 }
 
 /// A stable 64-bit key of an episode id (FNV-1a): grouping on it is much
@@ -181,6 +183,8 @@ pub fn warehouse_schema() -> SchemaRef {
         Field::new("source_revision", DataType::Utf8, true),
         Field::new("source_episode_index", DataType::Int64, true),
         Field::new("source_fps", DataType::Float64, true),
+        // Version 3: the canonical object's digest (`reel_manifest::object_digest`).
+        Field::new("canonical_digest", DataType::UInt64, true),
     ]))
 }
 
@@ -219,6 +223,7 @@ pub struct WarehouseBatch {
     source_revision: StringBuilder,
     source_episode_index: Int64Builder,
     source_fps: Float64Builder,
+    canonical_digest: UInt64Builder,
     rows: usize,
 }
 
@@ -290,6 +295,7 @@ impl WarehouseBatch {
         self.source_episode_index
             .append_option(source.and_then(|s| s.episode_index));
         self.source_fps.append_option(source.and_then(|s| s.fps));
+        self.canonical_digest.append_option(row.canonical_digest);
         self.rows += 1;
     }
 
@@ -333,6 +339,7 @@ impl WarehouseBatch {
         arrays.push(Arc::new(self.source_revision.finish()));
         arrays.push(Arc::new(self.source_episode_index.finish()));
         arrays.push(Arc::new(self.source_fps.finish()));
+        arrays.push(Arc::new(self.canonical_digest.finish()));
         self.rows = 0;
         RecordBatch::try_new(warehouse_schema(), arrays)
     }

@@ -33,6 +33,8 @@ pub struct ManifestRow<'a> {
     pub camera_frames: u32,
     pub state_steps: u32,
     pub action_steps: u32,
+    /// The canonical object's [`object_digest`](crate::object_digest); 0 when unknown.
+    pub digest: u64,
 }
 
 /// Many episodes, column by column: every slice holds one value per episode,
@@ -45,10 +47,12 @@ pub struct ManifestNumbers<'a> {
     pub camera_frames: &'a [u32],
     pub state_steps: &'a [u32],
     pub action_steps: &'a [u32],
+    /// Canonical object digests (0 where unknown); empty when none is known.
+    pub digest: &'a [u64],
 }
 
 impl ManifestNumbers<'_> {
-    /// The common length, if every column has it.
+    /// The common length, if every column has it (the digests may be absent).
     fn len(&self) -> Option<usize> {
         let n = self.start_ns.len();
         let lens = [
@@ -58,7 +62,8 @@ impl ManifestNumbers<'_> {
             self.state_steps.len(),
             self.action_steps.len(),
         ];
-        lens.iter().all(|&l| l == n).then_some(n)
+        let digests = self.digest.is_empty() || self.digest.len() == n;
+        (digests && lens.iter().all(|&l| l == n)).then_some(n)
     }
 }
 
@@ -85,6 +90,7 @@ pub(crate) fn schema(meta: &ManifestMeta) -> Schema {
         Field::new(col::ACTION_STEPS, DataType::UInt32, false),
         Field::new(col::NUM_SAMPLES, DataType::UInt64, false),
         Field::new(col::SAMPLE_OFFSET, DataType::UInt64, false),
+        Field::new(col::DIGEST, DataType::UInt64, false),
     ];
     let metadata = HashMap::from([
         (keys::VERSION.to_string(), FORMAT_VERSION.to_string()),
@@ -118,6 +124,7 @@ struct Columns {
     action_steps: UInt32Builder,
     num_samples: UInt64Builder,
     sample_offset: UInt64Builder,
+    digest: UInt64Builder,
 }
 
 impl Columns {
@@ -133,6 +140,7 @@ impl Columns {
             action_steps: UInt32Builder::with_capacity(n),
             num_samples: UInt64Builder::with_capacity(n),
             sample_offset: UInt64Builder::with_capacity(n),
+            digest: UInt64Builder::with_capacity(n),
         }
     }
 
@@ -159,6 +167,7 @@ impl Columns {
             Arc::new(this.action_steps.finish()),
             Arc::new(this.num_samples.finish()),
             Arc::new(this.sample_offset.finish()),
+            Arc::new(this.digest.finish()),
         ];
         RecordBatch::try_new(schema.clone(), arrays)
     }
@@ -336,6 +345,7 @@ impl ManifestWriter {
         c.action_steps.append_value(row.action_steps);
         c.num_samples.append_value(n);
         c.sample_offset.append_value(self.samples);
+        c.digest.append_value(row.digest);
         self.samples += n;
         self.rows += 1;
         if self.columns.len() >= self.batch_rows {
@@ -415,6 +425,11 @@ impl ManifestWriter {
                 Arc::new(UInt32Array::from(numbers.action_steps[start..end].to_vec())),
                 Arc::new(UInt64Array::from(num_samples)),
                 Arc::new(UInt64Array::from(offsets)),
+                Arc::new(UInt64Array::from(if numbers.digest.is_empty() {
+                    vec![0; rows]
+                } else {
+                    numbers.digest[start..end].to_vec()
+                })),
             ];
             let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|source| {
                 ManifestError::Arrow {

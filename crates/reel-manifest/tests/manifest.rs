@@ -55,6 +55,7 @@ fn push_rows(writer: &mut ManifestWriter, rows: &[(String, String, i64, i64)]) {
                 camera_frames: 90,
                 state_steps: 600,
                 action_steps: 150,
+                digest: 7000 + i as u64,
             })
             .expect("pushes");
     }
@@ -326,6 +327,7 @@ fn write_columns(path: &Path, rows: &[(String, String, i64, i64)], batch_rows: u
                 camera_frames: &frames,
                 state_steps: &states,
                 action_steps: &actions,
+                digest: &[],
             },
         )
         .expect("pushes columns");
@@ -388,6 +390,7 @@ fn bad_columns_are_refused_and_leave_nothing_behind() {
         camera_frames: &counts,
         state_steps: &counts,
         action_steps: &counts,
+        digest: &[],
     };
     let mut writer = ManifestWriter::create(&path, &meta).expect("creates");
     let err = writer
@@ -514,4 +517,62 @@ fn open_uri_maps_local_paths_in_place_and_fetches_objects_once() {
     let missing = server.uri("runs", "42/absent.arrow");
     let err = open_uri_with(&missing, node.path(), &options).expect_err("missing");
     assert!(err.to_string().contains("absent.arrow"), "{err}");
+}
+
+#[test]
+fn digests_are_kept_and_a_version_1_manifest_without_them_still_opens() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = owned_rows(20);
+    let (with, without) = (dir.path().join("v2.arrow"), dir.path().join("cols.arrow"));
+    write(&with, &rows, 7);
+    write_columns(&without, &rows, 7);
+    let (m, plain) = (
+        Manifest::open(&with).expect("opens"),
+        Manifest::open(&without).expect("opens"),
+    );
+    for i in 0..rows.len() {
+        assert_eq!(m.episode(i).expect("row").digest(), Some(7000 + i as u64));
+        // `write_columns` pushes its first three rows one by one, with digests.
+        let pushed = (i < 3).then_some(7000 + i as u64);
+        assert_eq!(plain.episode(i).expect("row").digest(), pushed, "none given");
+    }
+    assert_eq!(reel_manifest::digest_text(0xab), "xxh3_64:00000000000000ab");
+    assert_ne!(
+        reel_manifest::object_digest(b"one"),
+        reel_manifest::object_digest(b"two")
+    );
+    assert_eq!(
+        reel_manifest::object_digest(b"onetwo"),
+        reel_manifest::parts_digest([&b"one"[..], &b"two"[..]])
+    );
+
+    // The same rows as format version 1 wrote them: ten columns, no digests.
+    let file = std::fs::File::open(&with).expect("opens");
+    let reader = arrow_ipc::reader::FileReader::try_new(file, None).expect("reader");
+    let schema = reader.schema();
+    let mut metadata = schema.metadata().clone();
+    metadata.insert("reel.manifest.version".to_string(), "1".to_string());
+    let old_schema =
+        Arc::new(arrow_schema::Schema::new(schema.fields()[..10].to_vec()).with_metadata(metadata));
+    let old = dir.path().join("v1.arrow");
+    let mut writer = arrow_ipc::writer::FileWriter::try_new(
+        std::fs::File::create(&old).expect("creates"),
+        &old_schema,
+    )
+    .expect("writer");
+    for batch in reader {
+        let batch = batch.expect("batch");
+        let columns = batch.columns()[..10].to_vec();
+        let batch = arrow_array::RecordBatch::try_new(old_schema.clone(), columns).expect("batch");
+        writer.write(&batch).expect("writes");
+    }
+    writer.finish().expect("finishes");
+    let v1 = Manifest::open(&old).expect("a version 1 manifest opens");
+    assert_eq!((v1.len(), v1.num_samples()), (m.len(), m.num_samples()));
+    assert_eq!(v1.episode(3).expect("row").digest(), None);
+    assert_eq!(
+        v1.sample(41).expect("sample").time_ns,
+        m.sample(41).expect("sample").time_ns
+    );
 }

@@ -93,6 +93,14 @@ pub struct EpisodeSummary {
     pub bytes: u64,
     /// Landing bytes.
     pub landing_bytes: u64,
+    /// [`reel_manifest::object_digest`] of the landing recording (its files in order); 0
+    /// in summaries written before it was recorded.
+    #[serde(default)]
+    pub landing_digest: u64,
+    /// [`reel_manifest::object_digest`] of the canonical object (0 inside the canonical
+    /// file itself, which cannot know it).
+    #[serde(default)]
+    pub canonical_digest: u64,
     /// Per stream.
     pub streams: Vec<StreamStats>,
     /// Quality checks.
@@ -108,6 +116,15 @@ pub struct EpisodeSummary {
 }
 
 impl EpisodeSummary {
+    /// The summary a canonical episode carries in its `episode` metadata record (`None`
+    /// when it has none); `name` is used in errors.
+    pub fn from_metadata(
+        name: &str,
+        metadata: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Result<Option<Self>> {
+        summary_of_metadata(name, metadata)
+    }
+
     /// The span every camera, depth camera, state, action and pose stream covers
     /// (`start_ns..end_ns` for summaries written before it was recorded).
     pub fn covered(&self) -> (u64, u64) {
@@ -131,6 +148,7 @@ impl EpisodeSummary {
             camera_frames: self.camera_frames,
             state_steps: self.state_steps,
             action_steps: self.action_steps,
+            digest: self.canonical_digest,
         }
     }
 }
@@ -170,6 +188,7 @@ pub fn process_episode(
     let config_digest = config.digest()?;
     process_landing(
         decode_landing(name, fallback_id, landing_bytes)?,
+        reel_manifest::object_digest(landing_bytes),
         config,
         config_digest,
     )
@@ -183,8 +202,15 @@ pub fn process_recording(
     config: &PipelineConfig,
 ) -> Result<ProcessedEpisode> {
     let config_digest = config.digest()?;
+    let landing_digest = match files {
+        reel_mcap::LandingFiles::Mcap { bytes, .. } => reel_manifest::object_digest(bytes),
+        reel_mcap::LandingFiles::Rosbag2 { files, .. } => {
+            reel_manifest::parts_digest(files.iter().map(|(_, bytes)| &bytes[..]))
+        }
+    };
     process_landing(
         decode_recording(name, fallback_id, files)?,
+        landing_digest,
         config,
         config_digest,
     )
@@ -192,6 +218,7 @@ pub fn process_recording(
 
 fn process_landing(
     landing: Landing,
+    landing_digest: u64,
     config: &PipelineConfig,
     config_digest: String,
 ) -> Result<ProcessedEpisode> {
@@ -248,15 +275,18 @@ fn process_landing(
         })
         .collect();
     let qc = quality_check(&landing.episode, &stats, &config.resample, &config.qc);
-    let summary = summarize(
-        &landing,
-        &resampled,
-        &cameras,
-        &depths,
-        qc,
-        config,
-        config_digest,
-    );
+    let summary = EpisodeSummary {
+        landing_digest,
+        ..summarize(
+            &landing,
+            &resampled,
+            &cameras,
+            &depths,
+            qc,
+            config,
+            config_digest,
+        )
+    };
     let streams: Vec<CameraStream> = cameras.into_iter().map(|c| c.stream).collect();
     let depths = depths.into_iter().map(|d| d.stream).collect();
     let bytes = write_canonical(
@@ -265,6 +295,7 @@ fn process_landing(
     Ok(ProcessedEpisode {
         summary: EpisodeSummary {
             bytes: bytes.len() as u64,
+            canonical_digest: reel_manifest::object_digest(&bytes),
             ..summary
         },
         bytes,
@@ -397,6 +428,8 @@ fn summarize(
         hand_steps: fewest(steps_of(SignalKind::Pose)),
         bytes: 0,
         landing_bytes: landing.bytes,
+        landing_digest: 0,
+        canonical_digest: 0,
         streams,
         qc,
         skipped_topics: landing.episode.skipped.clone(),

@@ -31,6 +31,7 @@ pub fn row_of(summary: &EpisodeSummary, ingested_at_ns: i64) -> WarehouseRow<'_>
         uri: &summary.canonical_key,
         ingested_at_ns,
         source: info.source.as_ref(),
+        canonical_digest: Some(summary.canonical_digest).filter(|&d| d != 0),
     }
 }
 

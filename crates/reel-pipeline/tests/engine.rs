@@ -141,7 +141,10 @@ fn full_run_then_resume_replay_profiles_and_stale() {
         let reader = EpisodeReader::open(&source as &dyn ByteSource).expect("canonical");
         let meta = &reader.metadata()["episode"];
         assert_eq!(meta["reel.pipeline_version"], "1.0");
-        assert_eq!(meta["reel.schema_version"], "2");
+        assert_eq!(
+            meta["reel.schema_version"],
+            reel_pipeline::SCHEMA_VERSION.to_string()
+        );
         assert!(!meta["robot_software_version"].is_empty());
         let summary: serde_json::Value =
             serde_json::from_str(&meta["reel.summary"]).expect("summary");

@@ -21,8 +21,8 @@ use clap::Parser;
 use reel_cache::{BlockCache, CacheConfig};
 use reel_io::Store;
 use reel_loader::{
-    Batch, Loader, LoaderOptions, LoaderState, ResumeCheck, SampleSpec, SavedState, Shuffle,
-    Sources,
+    Batch, LOADER_CHECKPOINT_FILE, Loader, LoaderOptions, LoaderState, MixtureSource, ResumeCheck,
+    SampleSpec, SavedState, Shuffle, Sources,
 };
 use reel_manifest::{node_manifest_dir, open_uri};
 use reel_muon::state::OptimizerState;
@@ -84,13 +84,15 @@ struct Args {
     summary: Option<PathBuf>,
 }
 
-/// What a checkpoint holds besides parameters and optimizer state.
+/// What a checkpoint holds besides parameters, optimizer state and the loader's state
+/// (`loader.json`, which names its run: a checkpoint of another run is refused, and
+/// `reel inspect lineage` follows it to the episodes).
 #[derive(Debug, Serialize, Deserialize)]
 struct TrainerState {
     step: u64,
-    /// The loader's state, naming its run: a checkpoint of another run is refused.
-    loader: SavedState,
     heldout_before: f32,
+    #[serde(skip)]
+    loader: Option<SavedState>,
 }
 
 #[derive(Debug, Serialize)]
@@ -128,10 +130,15 @@ fn main() -> anyhow::Result<()> {
         drop_last: true,
         ..LoaderOptions::default()
     };
-    let train = Loader::new(
-        open_uri(&args.manifest, &node_manifest_dir())?,
+    // Its URI goes into each saved state, for the checkpoint's lineage.
+    let train = Loader::mixture(
+        vec![MixtureSource {
+            manifest: open_uri(&args.manifest, &node_manifest_dir())?,
+            sources: sources.clone(),
+            weight: 1.0,
+            location: Some(args.manifest.clone()),
+        }],
         &spec,
-        sources.clone(),
         options.clone(),
     )?;
     let heldout = Loader::new(
@@ -190,7 +197,7 @@ fn main() -> anyhow::Result<()> {
         .context(ENV_RESUME_STEP)?;
     let mut state = TrainerState {
         step: 0,
-        loader: train.saved_state(LoaderState::default()),
+        loader: Some(train.saved_state(LoaderState::default())),
         heldout_before: heldout_loss(&mlp)?,
     };
     if let (Some(dir), Some(step)) = (&checkpoints, resume_step) {
@@ -201,6 +208,9 @@ fn main() -> anyhow::Result<()> {
                 .ok_or_else(|| anyhow::anyhow!("checkpoint {step} has no {name}"))
         };
         state = serde_json::from_slice(file("trainer.json")?)?;
+        state.loader = SavedState::from_checkpoint_json(file(LOADER_CHECKPOINT_FILE)?)?
+            .into_iter()
+            .next();
         mlp.params = decode_params(file("params.bin")?, &mlp)?;
         let scratch = tempfile::tempdir()?;
         let path = scratch.path().join("optimizer.safetensors");
@@ -216,8 +226,7 @@ fn main() -> anyhow::Result<()> {
     let mut waited = Duration::ZERO;
     let mut samples = 0u64;
     let start_step = state.step;
-    let mut batches =
-        train.epochs(train.restore(std::slice::from_ref(&state.loader), ResumeCheck::SameRun)?);
+    let mut batches = train.epochs(train.restore(state.loader.as_slice(), ResumeCheck::SameRun)?);
     while state.step < args.steps {
         let asked = Instant::now();
         let Some(batch) = batches.next() else { break };
@@ -236,7 +245,7 @@ fn main() -> anyhow::Result<()> {
         first_loss.get_or_insert(loss);
         last_loss = loss;
         state.step += 1;
-        state.loader = train.saved_state(batches.state());
+        state.loader = Some(train.saved_state(batches.state()));
         if let Some(path) = &heartbeat {
             std::fs::write(path, state.step.to_string())?;
         }
@@ -296,12 +305,14 @@ fn save(
     let optimizer_bytes = std::fs::read(&path)?;
     let params = encode_params(&mlp.params);
     let trainer = serde_json::to_vec(state)?;
+    let loader = SavedState::to_checkpoint_json(state.loader.as_slice());
     dir.save(
         state.step,
         &[
             ("params.bin", &params),
             ("optimizer.safetensors", &optimizer_bytes),
             ("trainer.json", &trainer),
+            (LOADER_CHECKPOINT_FILE, &loader),
         ],
     )?;
     dir.prune(3)?;

@@ -3,7 +3,10 @@
 //! memory each rank holds beyond the memory-mapped manifest.
 //!
 //! `cargo bench -p reel-loader --bench scale -- [--rows 10000,100000,1000000]
-//!  [--dir DIR] [--batches 3] [--batch-size 8]`
+//!  [--dir DIR] [--batches 3] [--batch-size 8] [--sources K]`
+//!
+//! With `--sources K` each loader is a weighted mixture of K copies of the manifest
+//! (weights 1, 2, …, K): K times the rows and samples, through the mixture's mapping.
 //!
 //! The manifests' rows point at two real canonical episodes (synthesised and ingested
 //! once, 64x48, 4 s): a loader needs no more to start, and every batch decodes real
@@ -16,7 +19,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use reel_loader::{
-    Loader, LoaderOptions, LoaderState, ResumeCheck, SampleSpec, SavedState, Shuffle, Sources,
+    Loader, LoaderOptions, LoaderState, MixtureSource, ResumeCheck, SampleSpec, SavedState,
+    Shuffle, Sources,
 };
 use reel_manifest::{Manifest, ManifestMeta, ManifestNumbers, ManifestWriter};
 use reel_pipeline::{PipelineConfig, process_episode};
@@ -106,7 +110,7 @@ fn main() -> Result<(), Error> {
 }
 
 fn forwarded(args: &[String]) -> Vec<String> {
-    ["--batches", "--batch-size"]
+    ["--batches", "--batch-size", "--sources"]
         .iter()
         .filter_map(|name| arg(args, name).map(|v| [name.to_string(), v]))
         .flatten()
@@ -190,6 +194,7 @@ fn write_manifest(
                 camera_frames: &frames,
                 state_steps: &state,
                 action_steps: &action,
+                digest: &[],
             },
         )?;
         first = rows.end;
@@ -221,7 +226,6 @@ fn memory_mib() -> Result<(f64, f64), Error> {
 fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
     reel_video::quiet_ffmpeg_logs();
     let store_uri = arg(args, "--store").ok_or("--store")?;
-    let store = reel_io::Store::open(&store_uri)?;
     let shuffle = match arg(args, "--order").as_deref() {
         Some("global") => Shuffle::Global,
         _ => Shuffle::Locality { run: 10 },
@@ -239,10 +243,23 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
         world: 8,
         ..LoaderOptions::default()
     };
+    let sources: usize = arg(args, "--sources").map_or(Ok(1), |v| v.parse())?;
+    let open = |options: LoaderOptions| -> Result<Loader, Error> {
+        let mix = (1..=sources)
+            .map(|k| -> Result<MixtureSource, Error> {
+                Ok(MixtureSource {
+                    manifest: Manifest::open(manifest_path)?,
+                    sources: Sources::Store(reel_io::Store::open(&store_uri)?),
+                    weight: k as f64,
+                    location: None,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Loader::mixture(mix, &spec, options)?)
+    };
     let started = Instant::now();
-    let manifest = Manifest::open(manifest_path)?;
-    let rows = manifest.len();
-    let loader = Loader::new(manifest, &spec, Sources::Store(store), options.clone())?;
+    let loader = open(options.clone())?;
+    let rows = loader.manifest().len() * sources;
     let start_s = started.elapsed().as_secs_f64();
     // The first `batches` batches of an epoch; how long until the first came.
     let run = |state: LoaderState| -> Result<f64, Error> {
@@ -270,17 +287,13 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
                 rank,
                 world: 8,
                 position: LoaderState::at(2, half),
+                manifests: Vec::new(),
             })
             .collect();
-        let six = Loader::new(
-            Manifest::open(manifest_path)?,
-            &spec,
-            Sources::Store(reel_io::Store::open(&store_uri)?),
-            LoaderOptions {
-                world: 6,
-                ..options
-            },
-        )?;
+        let six = open(LoaderOptions {
+            world: 6,
+            ..options
+        })?;
         let position = six.restore(&saved, ResumeCheck::SameRun)?;
         let first = six.resume(position)?.next().transpose()?;
         if first.is_none_or(|b| b.is_empty()) {
@@ -292,7 +305,8 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
     println!(
         "{}",
         serde_json::json!({
-            "stage": "loader",
+            "stage": if sources > 1 { "loader-mixture" } else { "loader" },
+            "sources": sources,
             "order": arg(args, "--order"),
             "rows": rows,
             "samples": loader.total_samples(),

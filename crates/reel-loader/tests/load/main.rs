@@ -1165,6 +1165,7 @@ fn a_manifest_row_the_episode_contradicts_makes_it_a_corrupt_episode() {
                 camera_frames: e.camera_frames(),
                 state_steps: e.state_steps(),
                 action_steps: e.action_steps(),
+                digest: e.digest().unwrap_or(0),
             })
             .expect("row");
     }

@@ -213,7 +213,8 @@ impl Pipeline {
         Ok(current.then_some(summary))
     }
 
-    /// The summary stored in `canonical/<id>.mcap` (any version), with its size.
+    /// The summary stored in `canonical/<id>.mcap` (any version), with its size and
+    /// digest (the object read whole: only where its completion record was lost).
     fn read_canonical_summary(&self, id: &str) -> Result<Option<EpisodeSummary>> {
         self.read_canonical(&crate::canonical::canonical_key(id), |source| {
             let bytes = match source.len() {
@@ -225,7 +226,12 @@ impl Pipeline {
             let Some(summary) = summary_of_metadata(source.name(), reader.metadata())? else {
                 return Ok(None);
             };
-            Ok(Some(EpisodeSummary { bytes, ..summary }))
+            let canonical_digest = reel_manifest::object_digest(&source.read_range(0..bytes)?);
+            Ok(Some(EpisodeSummary {
+                bytes,
+                canonical_digest,
+                ..summary
+            }))
         })
     }
 
