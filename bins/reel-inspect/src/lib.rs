@@ -83,7 +83,8 @@ struct LineageArgs {
     /// At most this many episodes of each manifest.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// The store the manifests' episode paths are relative to (default: beside each).
+    /// The store the manifests' episode paths are relative to (default: the one the
+    /// loader state recorded, else beside each manifest).
     #[arg(long)]
     store: Option<String>,
 }

@@ -77,3 +77,78 @@ fn reports_groups_chunks_and_gops() {
         "{text}"
     );
 }
+
+/// `lineage` of a manifest: the manifest, then each episode with its digest and landing
+/// recording; an episode replaced since is CHANGED and the command exits 1.
+#[test]
+fn lineage_follows_a_manifest_to_its_episodes_and_names_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("canonical")).unwrap();
+    let config = SynthConfig {
+        seconds: 2.0,
+        cameras: 1,
+        width: 32,
+        height: 24,
+        ..SynthConfig::default()
+    };
+    let rule = reel_manifest::SamplingRule::at_hz(10.0, 0.0, 0.0);
+    let manifest = dir.path().join("train.arrow");
+    let meta = reel_manifest::ManifestMeta::new("SELECT * FROM episodes", "wh-1", rule);
+    let mut writer = reel_manifest::ManifestWriter::create(&manifest, &meta).unwrap();
+    let mut keys = Vec::new();
+    for i in 0..2 {
+        let landing = generate_episode(&config, i).unwrap();
+        let done = reel_pipeline::process_episode(
+            &landing.name,
+            &landing.name,
+            &landing.mcap,
+            &reel_pipeline::PipelineConfig::default(),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(&done.summary.canonical_key), &done.bytes).unwrap();
+        writer.push(&done.summary.manifest_row()).unwrap();
+        keys.push(done.summary.canonical_key.clone());
+    }
+    writer.finish().unwrap();
+    let lineage = |json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_reel-inspect"));
+        command.arg("lineage").arg(&manifest);
+        if json {
+            command.arg("--json");
+        }
+        command.output().unwrap()
+    };
+    let run = lineage(true);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let records: Vec<serde_json::Value> = String::from_utf8(run.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 3, "{records:?}");
+    assert_eq!(records[0]["kind"], "manifest");
+    assert_eq!(records[0]["query"], "SELECT * FROM episodes");
+    for episode in &records[1..] {
+        assert_eq!(episode["kind"], "episode");
+        assert_eq!(episode["status"], "same");
+        assert_eq!(episode["digest"], episode["recorded_digest"]);
+        assert!(
+            episode["landing_digest"]
+                .as_str()
+                .unwrap()
+                .starts_with("xxh3_64:")
+        );
+    }
+    // Episode 1's bytes under episode 0's name.
+    std::fs::copy(dir.path().join(&keys[1]), dir.path().join(&keys[0])).unwrap();
+    let run = lineage(false);
+    assert_eq!(run.status.code(), Some(1));
+    let text = String::from_utf8(run.stdout).unwrap();
+    let changed: Vec<&str> = text.lines().filter(|l| l.contains("CHANGED")).collect();
+    assert_eq!(changed.len(), 1, "{text}");
+    assert!(changed[0].contains(&keys[0]), "{text}");
+}

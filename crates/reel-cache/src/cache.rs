@@ -221,6 +221,12 @@ impl BlockCache {
         }
     }
 
+    /// The store the cache is in front of, as its errors name it (its URI without the
+    /// query).
+    pub fn remote_name(&self) -> &str {
+        &self.inner.remote_name
+    }
+
     /// Whether the store's folder was missing when the cache was opened
     /// ([`BlockCache::for_existing_store`]), so that only cached objects can be read.
     pub fn store_missing(&self) -> bool {

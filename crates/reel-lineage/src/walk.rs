@@ -20,8 +20,8 @@ pub struct LineageOptions {
     pub verify: bool,
     /// At most this many episodes of each manifest (all by default).
     pub limit: Option<usize>,
-    /// The store the manifests' episode paths are relative to (default: each
-    /// manifest's own folder or prefix).
+    /// The store the manifests' episode paths are relative to (default: the one each
+    /// loader state recorded, else each manifest's own folder or prefix).
     pub store: Option<String>,
 }
 
@@ -56,7 +56,8 @@ impl Lineage {
             self.checkpoint(path, emit)
         } else {
             let manifest = Manifest::open(path)?;
-            self.manifest(0, &path.display().to_string(), None, Ok(manifest), emit)
+            let location = path.display().to_string();
+            self.manifest(0, (&location, None), None, Ok(manifest), emit)
         }
     }
 
@@ -120,15 +121,18 @@ impl Lineage {
         for (source, location) in first.manifests.iter().enumerate() {
             let manifest = open_uri(location, &node_manifest_dir());
             let recorded = hashes.get(source).map(|h| h.to_string());
-            self.manifest(source, location, recorded, manifest, emit)?;
+            let store = first.stores.get(source).map(String::as_str);
+            self.manifest(source, (location, store), recorded, manifest, emit)?;
         }
         Ok(())
     }
 
+    /// Manifest `source` at `location`, its episodes in `store` (when its loader state
+    /// recorded one).
     fn manifest(
         &self,
         source: usize,
-        location: &str,
+        (location, store): (&str, Option<&str>),
         recorded_hash: Option<String>,
         opened: Result<Manifest, reel_manifest::ManifestError>,
         emit: &mut Emit<'_>,
@@ -173,9 +177,10 @@ impl Lineage {
             samples: manifest.num_samples(),
             problem: None,
         }))?;
-        let store_uri = match &self.options.store {
-            Some(uri) => uri.clone(),
-            None => split_object_uri(location)?.0,
+        let store_uri = match (&self.options.store, store) {
+            (Some(uri), _) => uri.clone(),
+            (None, Some(uri)) => uri.to_string(),
+            (None, None) => split_object_uri(location)?.0,
         };
         let store = Store::open_existing(&store_uri)?;
         let limit = self.options.limit.unwrap_or(usize::MAX);

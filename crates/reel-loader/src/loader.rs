@@ -55,6 +55,15 @@ impl Sources {
         })
     }
 
+    /// The store read, as a saved state records it (no credentials): for a checkpoint's
+    /// lineage to find the episodes again.
+    pub fn store_uri(&self) -> String {
+        match self {
+            Self::Store(store) => reel_io::redact(store.uri()).into_owned(),
+            Self::Cache(cache) => cache.remote_name().to_owned(),
+        }
+    }
+
     /// The block cache, when reads go through one.
     pub fn cache(&self) -> Option<&Arc<BlockCache>> {
         match self {
@@ -332,6 +341,11 @@ impl Loader {
     /// The manifest of source `source` (a batch's `source` tensor names it).
     pub fn source_manifest(&self, source: usize) -> Option<&Manifest> {
         self.shared.catalog.manifest(source)
+    }
+
+    /// Where source `source`'s episodes are read from.
+    pub(crate) fn shared_sources(&self, source: usize) -> Option<&Sources> {
+        self.shared.catalog.sources(source)
     }
 
     /// Where source `source`'s manifest was opened from (a path or store URI).

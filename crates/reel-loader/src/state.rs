@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LoaderError, Result};
-use crate::loader::{EpochSize, Loader};
+use crate::loader::{EpochSize, Loader, Sources};
 use crate::order::{LoaderState, RankOrder, Shuffle, Span, slice_spans};
 
 /// How [`RunIdentity::manifest`] begins for a mixture: `mixture(<hash>*<weight>, …)`.
@@ -85,6 +85,9 @@ pub struct SavedState {
     /// same run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manifests: Vec<String>,
+    /// The store each source's episodes were read from (its URI, no credentials).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stores: Vec<String>,
 }
 
 /// The checkpoint file holding every rank's [`SavedState`] (a JSON list; one state alone
@@ -174,6 +177,9 @@ impl Loader {
             position,
             manifests: (0..self.num_sources())
                 .filter_map(|k| self.source_location(k).map(str::to_owned))
+                .collect(),
+            stores: (0..self.num_sources())
+                .filter_map(|k| self.shared_sources(k).map(Sources::store_uri))
                 .collect(),
         }
     }

@@ -535,7 +535,11 @@ fn digests_are_kept_and_a_version_1_manifest_without_them_still_opens() {
         assert_eq!(m.episode(i).expect("row").digest(), Some(7000 + i as u64));
         // `write_columns` pushes its first three rows one by one, with digests.
         let pushed = (i < 3).then_some(7000 + i as u64);
-        assert_eq!(plain.episode(i).expect("row").digest(), pushed, "none given");
+        assert_eq!(
+            plain.episode(i).expect("row").digest(),
+            pushed,
+            "none given"
+        );
     }
     assert_eq!(reel_manifest::digest_text(0xab), "xxh3_64:00000000000000ab");
     assert_ne!(

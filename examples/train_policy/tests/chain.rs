@@ -184,4 +184,51 @@ fn the_chain_trains_and_a_crashed_run_resumes_exactly() {
         supervised["params_hash"], plain["params_hash"],
         "the restarted run ends with the uninterrupted run's parameters"
     );
+
+    // The last checkpoint's lineage: the training manifest as curated, and each episode's
+    // canonical object as ingested (its digest came through the warehouse and the
+    // curation), made from its landing recording.
+    let mut records = Vec::new();
+    reel_lineage::Lineage::new(reel_lineage::LineageOptions::default())
+        .walk(&work.path().join("ckpt-supervised"), &mut |r| {
+            records.push(r);
+            Ok(())
+        })
+        .expect("lineage");
+    let manifests: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            reel_lineage::Record::Manifest(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(manifests.len(), 1);
+    assert_eq!(manifests[0].status, reel_lineage::Status::Same);
+    let episodes: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            reel_lineage::Record::Episode(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(episodes.len(), manifests[0].rows);
+    for e in &episodes {
+        let ingested = summaries
+            .iter()
+            .find(|s| s.episode_id == e.episode_id)
+            .expect("an ingested episode");
+        assert_eq!(e.status, reel_lineage::Status::Same, "{e:?}");
+        assert_eq!(
+            e.recorded_digest,
+            Some(reel_manifest::digest_text(ingested.canonical_digest))
+        );
+        assert_eq!(
+            e.landing_key.as_deref(),
+            Some(ingested.landing_key.as_str())
+        );
+        assert_eq!(
+            e.landing_digest,
+            Some(reel_manifest::digest_text(ingested.landing_digest))
+        );
+    }
 }

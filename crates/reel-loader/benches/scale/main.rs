@@ -288,6 +288,7 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
                 world: 8,
                 position: LoaderState::at(2, half),
                 manifests: Vec::new(),
+                stores: Vec::new(),
             })
             .collect();
         let six = open(LoaderOptions {
