@@ -26,7 +26,10 @@ bin=$CARGO_TARGET_DIR/release
   --before 0 --after 0 -o "$out/all.arrow" > /dev/null 2>&1
 "$reel_py" -c 'import pyarrow.ipc as ipc, json, sys
 t = ipc.open_file(sys.argv[1]).read_all()
-json.dump([u.split("/")[-1] for u in t.column("uri").to_pylist()], open(sys.argv[2], "w"))' \
+template = (t.schema.metadata or {}).get(b"reel.manifest.uri_template", b"").decode()
+uris = t.column("uri").to_pylist() if "uri" in t.column_names else \
+    [template.replace("{episode_id}", i) for i in t.column("episode_id").to_pylist()]
+json.dump([u.split("/")[-1] for u in uris], open(sys.argv[2], "w"))' \
   "$out/all.arrow" "$out/episodes.json"
 
 echo "| round | writer | CPU s | wall s | frames | episode-s per CPU-s |" > "$out/speed.md"

@@ -117,7 +117,7 @@ fn manifest_keys_cannot_reach_outside_the_store() {
     let store = dir.join("store");
     let manifest = Manifest::open(dir.join("manifest.arrow")).unwrap();
     let row = manifest.episode(0).unwrap();
-    let real = row.uri().unwrap().to_owned();
+    let real = row.uri().unwrap().into_owned();
     // A readable copy of a real episode outside the store, so a reader that followed
     // `..` or an absolute path would serve it.
     let outside = dir.join("outside");

@@ -43,7 +43,7 @@ use polars::sql::SQLContext;
 pub use query_policy::QueryRefusal;
 use reel_io::Store;
 use reel_manifest::warehouse::EPISODES_PREFIX;
-use reel_manifest::{ManifestMeta, ManifestNumbers, ManifestWriter, SamplingRule};
+use reel_manifest::{ManifestMeta, ManifestNumbers, ManifestWriter, SamplingRule, UriTemplate};
 
 /// Errors of curation.
 #[derive(Debug, thiserror::Error)]
@@ -542,7 +542,24 @@ pub fn write_frame(
         None => &[],
     };
 
-    let mut writer = ManifestWriter::create(output, meta)?;
+    // Object paths that all put the id inside one text (what ingest writes) are written
+    // once, as the manifest's template, instead of once per row.
+    let id_values = || ids.downcast_iter().flat_map(|a| a.values_iter());
+    let uri_values = || uris.downcast_iter().flat_map(|a| a.values_iter());
+    let template = id_values()
+        .zip(uri_values())
+        .next()
+        .and_then(|(id, uri)| UriTemplate::of(uri, id))
+        .filter(|t| {
+            id_values()
+                .zip(uri_values())
+                .all(|(id, uri)| t.matches(uri, id))
+        });
+    let meta = ManifestMeta {
+        uri_template: template,
+        ..meta.clone()
+    };
+    let mut writer = ManifestWriter::create(output, &meta)?;
     writer.push_columns(
         ids.downcast_iter().flat_map(|a| a.values_iter()),
         uris.downcast_iter().flat_map(|a| a.values_iter()),

@@ -33,7 +33,7 @@ pub fn working_set(manifest: &Manifest, spec: &SampleSpec, store: &Store) -> Res
             source: Box::new(source),
         };
         let source = RecordingSource {
-            inner: store.source(uri),
+            inner: store.source(&uri),
             ranges: Mutex::new(Vec::new()),
         };
         let chunks = EpisodeReader::open(&source)
@@ -45,7 +45,7 @@ pub fn working_set(manifest: &Manifest, spec: &SampleSpec, store: &Store) -> Res
             .unwrap_or_else(PoisonError::into_inner);
         ranges.extend(chunks);
         items.push(WarmItem {
-            path: uri.to_owned(),
+            path: uri.into_owned(),
             ranges: Some(merge(ranges)),
         });
     }

@@ -71,7 +71,13 @@ pub mod keys {
     /// In the file's footer (Arrow's custom metadata), written last: `xxh3_128:` and the
     /// hash of every byte before the end-of-stream marker.
     pub const CONTENT_HASH: &str = "reel.manifest.content_hash";
+    /// Format version 2, in place of the `uri` column when every row's object path is
+    /// the episode id inside the same text: that text with `{episode_id}` for the id.
+    pub const URI_TEMPLATE: &str = "reel.manifest.uri_template";
 }
+
+/// The placeholder of [`keys::URI_TEMPLATE`].
+pub const EPISODE_ID_PLACEHOLDER: &str = "{episode_id}";
 
 /// Column names, in file order.
 pub mod columns {
@@ -142,6 +148,55 @@ pub struct ManifestMeta {
     /// RFC 3339 creation time.
     pub created_at: String,
     pub sampling: SamplingRule,
+    /// Every row's object path as the episode id inside one text (`canonical/{episode_id}.mcap`):
+    /// written once instead of a `uri` column (a third of a manifest's bytes).
+    pub uri_template: Option<UriTemplate>,
+}
+
+/// Object paths that are the episode id inside one text: `prefix` + id + `suffix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UriTemplate {
+    pub prefix: String,
+    pub suffix: String,
+}
+
+impl UriTemplate {
+    /// The template `uri` follows for episode `id`, if `id` occurs in it once.
+    pub fn of(uri: &str, id: &str) -> Option<Self> {
+        let at = uri.find(id).filter(|_| !id.is_empty())?;
+        (uri.matches(id).count() == 1).then(|| Self {
+            prefix: uri[..at].to_string(),
+            suffix: uri[at + id.len()..].to_string(),
+        })
+    }
+
+    /// Parses `prefix{episode_id}suffix`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (prefix, suffix) = text.split_once(EPISODE_ID_PLACEHOLDER)?;
+        Some(Self {
+            prefix: prefix.to_string(),
+            suffix: suffix.to_string(),
+        })
+    }
+
+    /// The object path of episode `id`.
+    pub fn uri(&self, id: &str) -> String {
+        format!("{}{id}{}", self.prefix, self.suffix)
+    }
+
+    /// Whether `uri` is episode `id`'s path under this template.
+    pub fn matches(&self, uri: &str, id: &str) -> bool {
+        uri.len() == self.prefix.len() + id.len() + self.suffix.len()
+            && uri.starts_with(&self.prefix)
+            && uri.ends_with(&self.suffix)
+            && &uri[self.prefix.len()..uri.len() - self.suffix.len()] == id
+    }
+}
+
+impl std::fmt::Display for UriTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{EPISODE_ID_PLACEHOLDER}{}", self.prefix, self.suffix)
+    }
 }
 
 impl ManifestMeta {
@@ -167,6 +222,7 @@ impl ManifestMeta {
             warehouse_snapshot: warehouse_snapshot.into(),
             created_at,
             sampling,
+            uri_template: None,
         }
     }
 }

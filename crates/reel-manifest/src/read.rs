@@ -10,15 +10,16 @@ use arrow_ipc::reader::{FileDecoder, read_footer_length};
 use arrow_schema::DataType;
 
 use crate::{
-    FORMAT_VERSION, ManifestError, ManifestMeta, READABLE_VERSIONS, SamplingRule, columns as col,
-    keys,
+    EPISODE_ID_PLACEHOLDER, FORMAT_VERSION, ManifestError, ManifestMeta, READABLE_VERSIONS,
+    SamplingRule, UriTemplate, columns as col, keys,
 };
 
 /// One record batch's columns, borrowed from the mapped file.
 #[derive(Debug)]
 struct Batch {
     episode_id: StringArray,
-    uri: StringArray,
+    /// `None` where the manifest's template gives every row's path.
+    uri: Option<StringArray>,
     start_ns: Int64Array,
     end_ns: Int64Array,
     bytes: UInt64Array,
@@ -124,13 +125,24 @@ impl Manifest {
                 .map_err(|e| ManifestError::corrupt(&path, format!("unreadable schema: {e}")))?,
         );
         let meta = parse_meta(&path, schema.metadata())?;
-        // Version 1 manifests end at `sample_offset`; version 2 adds the digests.
+        // Version 1 manifests end at `sample_offset`; version 2 adds the digests, and may
+        // give every row's path by a template instead of the `uri` column.
         let has_digest = schema.column_with_name(col::DIGEST).is_some();
-        let columns = if has_digest {
-            LAYOUT.len()
-        } else {
-            LAYOUT.len() - 1
-        };
+        let has_uri = schema.column_with_name(col::URI).is_some();
+        if !has_uri && meta.uri_template.is_none() {
+            return Err(ManifestError::corrupt(
+                &path,
+                format!("no uri column and no {} either", keys::URI_TEMPLATE),
+            ));
+        }
+        let layout: Vec<(DataType, usize)> = LAYOUT
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| {
+                (*i != URI_POSITION || has_uri) && (*i != LAYOUT.len() - 1 || has_digest)
+            })
+            .map(|(_, column)| column.clone())
+            .collect();
         let content_hash = std::sync::OnceLock::new();
         if let Some(hash) = footer
             .custom_metadata()
@@ -173,7 +185,7 @@ impl Manifest {
                 &data,
                 block.metaDataLength() as usize,
                 block.bodyLength() as usize,
-                columns,
+                &layout,
             )?;
             let batch = decoder
                 .read_record_batch(block, &data)
@@ -184,7 +196,11 @@ impl Manifest {
                 .ok_or_else(|| ManifestError::corrupt(&path, "empty record batch block"))?;
             let batch = Batch {
                 episode_id: column(&path, &batch, col::EPISODE_ID, &DataType::Utf8)?,
-                uri: column(&path, &batch, col::URI, &DataType::Utf8)?,
+                uri: if has_uri {
+                    Some(column(&path, &batch, col::URI, &DataType::Utf8)?)
+                } else {
+                    None
+                },
                 start_ns: column(&path, &batch, col::START_NS, &DataType::Int64)?,
                 end_ns: column(&path, &batch, col::END_NS, &DataType::Int64)?,
                 bytes: column(&path, &batch, col::BYTES, &DataType::UInt64)?,
@@ -370,8 +386,12 @@ impl Manifest {
     }
 }
 
+/// Where `uri` sits in [`LAYOUT`].
+const URI_POSITION: usize = 1;
+
 /// Arrow types of the manifest's columns, in file order, with the byte width
-/// of their values (0 for strings).
+/// of their values (0 for strings). `uri` may be left out (a template instead), and
+/// `digest` (format version 2 on).
 const LAYOUT: [(DataType, usize); 11] = [
     (DataType::Utf8, 0),
     (DataType::Utf8, 0),
@@ -394,9 +414,8 @@ fn check_batch_header(
     data: &[u8],
     meta_len: usize,
     body_len: usize,
-    columns: usize,
+    layout: &[(DataType, usize)],
 ) -> Result<(), ManifestError> {
-    let layout = &LAYOUT[..columns];
     let corrupt = |reason: String| ManifestError::corrupt(path, reason);
     if meta_len < 8 || meta_len > data.len() || data.len() - meta_len < body_len {
         return Err(corrupt(format!(
@@ -509,11 +528,24 @@ fn parse_meta(
     if sampling.period_ns == 0 {
         return Err(ManifestError::corrupt(path, "sampling period is zero"));
     }
+    let uri_template = match metadata.get(keys::URI_TEMPLATE) {
+        None => None,
+        Some(text) => Some(UriTemplate::parse(text).ok_or_else(|| {
+            ManifestError::corrupt(
+                path,
+                format!(
+                    "{} {text:?} has no {EPISODE_ID_PLACEHOLDER}",
+                    keys::URI_TEMPLATE
+                ),
+            )
+        })?),
+    };
     Ok(ManifestMeta {
         query: text(keys::QUERY),
         warehouse_snapshot: text(keys::SNAPSHOT),
         created_at: text(keys::CREATED_AT),
         sampling,
+        uri_template,
     })
 }
 
@@ -564,8 +596,17 @@ impl<'m> EpisodeRef<'m> {
         self.str(&self.batch().episode_id, col::EPISODE_ID)
     }
     /// Object path of the canonical episode, relative to the store root.
-    pub fn uri(&self) -> Result<&'m str, ManifestError> {
-        self.str(&self.batch().uri, col::URI)
+    /// Object path of the canonical episode, relative to the store root: the `uri`
+    /// column's value, or the manifest's template filled with the episode id.
+    pub fn uri(&self) -> Result<std::borrow::Cow<'m, str>, ManifestError> {
+        match (&self.batch().uri, &self.manifest.meta.uri_template) {
+            (Some(uris), _) => Ok(std::borrow::Cow::Borrowed(self.str(uris, col::URI)?)),
+            (None, Some(template)) => Ok(std::borrow::Cow::Owned(template.uri(self.episode_id()?))),
+            (None, None) => Err(ManifestError::corrupt(
+                &self.manifest.path,
+                "no uri column and no uri template",
+            )),
+        }
     }
     pub fn start_ns(&self) -> i64 {
         self.batch().start_ns.value(self.index)

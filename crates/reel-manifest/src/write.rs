@@ -79,7 +79,7 @@ fn string_array<'s>(values: impl Iterator<Item = &'s str>, rows: usize) -> Strin
 
 /// The manifest's Arrow schema, with `meta` as schema metadata.
 pub(crate) fn schema(meta: &ManifestMeta) -> Schema {
-    let fields = vec![
+    let mut fields = vec![
         Field::new(col::EPISODE_ID, DataType::Utf8, false),
         Field::new(col::URI, DataType::Utf8, false),
         Field::new(col::START_NS, DataType::Int64, false),
@@ -92,7 +92,7 @@ pub(crate) fn schema(meta: &ManifestMeta) -> Schema {
         Field::new(col::SAMPLE_OFFSET, DataType::UInt64, false),
         Field::new(col::DIGEST, DataType::UInt64, false),
     ];
-    let metadata = HashMap::from([
+    let mut metadata = HashMap::from([
         (keys::VERSION.to_string(), FORMAT_VERSION.to_string()),
         (keys::QUERY.to_string(), meta.query.clone()),
         (keys::SNAPSHOT.to_string(), meta.warehouse_snapshot.clone()),
@@ -110,6 +110,11 @@ pub(crate) fn schema(meta: &ManifestMeta) -> Schema {
             meta.sampling.after_ns.to_string(),
         ),
     ]);
+    // With a template, every row's path is known from its id: no `uri` column.
+    if let Some(template) = &meta.uri_template {
+        fields.retain(|f| f.name() != col::URI);
+        metadata.insert(keys::URI_TEMPLATE.to_string(), template.to_string());
+    }
     Schema::new_with_metadata(fields, metadata)
 }
 
@@ -156,19 +161,24 @@ impl Columns {
     ) -> Result<RecordBatch, arrow_schema::ArrowError> {
         let mut full = std::mem::replace(self, Self::with_capacity(n));
         let this = &mut full;
-        let arrays: Vec<ArrayRef> = vec![
-            Arc::new(this.episode_id.finish()),
-            Arc::new(this.uri.finish()),
-            Arc::new(this.start_ns.finish()),
-            Arc::new(this.end_ns.finish()),
-            Arc::new(this.bytes.finish()),
-            Arc::new(this.camera_frames.finish()),
-            Arc::new(this.state_steps.finish()),
-            Arc::new(this.action_steps.finish()),
-            Arc::new(this.num_samples.finish()),
-            Arc::new(this.sample_offset.finish()),
-            Arc::new(this.digest.finish()),
-        ];
+        let uris: Option<ArrayRef> = schema
+            .column_with_name(col::URI)
+            .map(|_| Arc::new(this.uri.finish()) as ArrayRef);
+        let arrays: Vec<ArrayRef> = [Arc::new(this.episode_id.finish()) as ArrayRef]
+            .into_iter()
+            .chain(uris)
+            .chain([
+                Arc::new(this.start_ns.finish()) as ArrayRef,
+                Arc::new(this.end_ns.finish()),
+                Arc::new(this.bytes.finish()),
+                Arc::new(this.camera_frames.finish()),
+                Arc::new(this.state_steps.finish()),
+                Arc::new(this.action_steps.finish()),
+                Arc::new(this.num_samples.finish()),
+                Arc::new(this.sample_offset.finish()),
+                Arc::new(this.digest.finish()),
+            ])
+            .collect();
         RecordBatch::try_new(schema.clone(), arrays)
     }
 }
@@ -333,10 +343,17 @@ impl ManifestWriter {
                 ),
             });
         }
+        if let Some(template) = &self.meta.uri_template
+            && !template.matches(row.uri, row.episode_id)
+        {
+            return Err(self.off_template(self.rows, row.uri, row.episode_id));
+        }
         let n = self.meta.sampling.num_samples(row.start_ns, row.end_ns);
         let c = &mut self.columns;
         c.episode_id.append_value(row.episode_id);
-        c.uri.append_value(row.uri);
+        if self.meta.uri_template.is_none() {
+            c.uri.append_value(row.uri);
+        }
         c.start_ns.append_value(row.start_ns);
         c.end_ns.append_value(row.end_ns);
         c.bytes.append_value(row.bytes);
@@ -393,13 +410,33 @@ impl ManifestWriter {
                 reason: format!("fewer {column} than rows"),
             };
             let id_array = string_array(ids.by_ref().take(rows), rows);
-            let uri_array = string_array(uris.by_ref().take(rows), rows);
             if id_array.len() != rows {
                 return Err(short("episode ids"));
             }
-            if uri_array.len() != rows {
-                return Err(short("uris"));
-            }
+            // With a template the paths are checked against it, not stored.
+            let uri_array = match &self.meta.uri_template {
+                None => {
+                    let uri_array = string_array(uris.by_ref().take(rows), rows);
+                    if uri_array.len() != rows {
+                        return Err(short("uris"));
+                    }
+                    Some(Arc::new(uri_array) as ArrayRef)
+                }
+                Some(template) => {
+                    let mut checked = 0;
+                    for (i, uri) in uris.by_ref().take(rows).enumerate() {
+                        let id = id_array.value(i);
+                        if !template.matches(uri, id) {
+                            return Err(self.off_template(self.rows + i, uri, id));
+                        }
+                        checked += 1;
+                    }
+                    if checked != rows {
+                        return Err(short("uris"));
+                    }
+                    None
+                }
+            };
             let (starts, ends) = (&numbers.start_ns[start..end], &numbers.end_ns[start..end]);
             let sampling = self.meta.sampling;
             let num_samples: Vec<u64> = starts
@@ -412,25 +449,27 @@ impl ManifestWriter {
                 offsets.push(self.samples);
                 self.samples += k;
             }
-            let arrays: Vec<ArrayRef> = vec![
-                Arc::new(id_array),
-                Arc::new(uri_array),
-                Arc::new(Int64Array::from(starts.to_vec())),
-                Arc::new(Int64Array::from(ends.to_vec())),
-                Arc::new(UInt64Array::from(numbers.bytes[start..end].to_vec())),
-                Arc::new(UInt32Array::from(
-                    numbers.camera_frames[start..end].to_vec(),
-                )),
-                Arc::new(UInt32Array::from(numbers.state_steps[start..end].to_vec())),
-                Arc::new(UInt32Array::from(numbers.action_steps[start..end].to_vec())),
-                Arc::new(UInt64Array::from(num_samples)),
-                Arc::new(UInt64Array::from(offsets)),
-                Arc::new(UInt64Array::from(if numbers.digest.is_empty() {
-                    vec![0; rows]
-                } else {
-                    numbers.digest[start..end].to_vec()
-                })),
-            ];
+            let arrays: Vec<ArrayRef> = [Arc::new(id_array) as ArrayRef]
+                .into_iter()
+                .chain(uri_array)
+                .chain([
+                    Arc::new(Int64Array::from(starts.to_vec())) as ArrayRef,
+                    Arc::new(Int64Array::from(ends.to_vec())),
+                    Arc::new(UInt64Array::from(numbers.bytes[start..end].to_vec())),
+                    Arc::new(UInt32Array::from(
+                        numbers.camera_frames[start..end].to_vec(),
+                    )),
+                    Arc::new(UInt32Array::from(numbers.state_steps[start..end].to_vec())),
+                    Arc::new(UInt32Array::from(numbers.action_steps[start..end].to_vec())),
+                    Arc::new(UInt64Array::from(num_samples)),
+                    Arc::new(UInt64Array::from(offsets)),
+                    Arc::new(UInt64Array::from(if numbers.digest.is_empty() {
+                        vec![0; rows]
+                    } else {
+                        numbers.digest[start..end].to_vec()
+                    })),
+                ])
+                .collect();
             let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|source| {
                 ManifestError::Arrow {
                     path: self.tmp.clone(),
@@ -468,6 +507,20 @@ impl ManifestWriter {
             return Err(self.failed_earlier());
         }
         Ok(())
+    }
+
+    /// A row whose path does not follow the manifest's template.
+    fn off_template(&self, row: usize, uri: &str, id: &str) -> ManifestError {
+        let template = self
+            .meta
+            .uri_template
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        ManifestError::InvalidRow {
+            row,
+            reason: format!("{id}: path {uri} does not follow the manifest's template {template}"),
+        }
     }
 
     fn failed_earlier(&self) -> ManifestError {

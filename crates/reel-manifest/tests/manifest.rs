@@ -108,7 +108,7 @@ fn every_sample_maps_exactly_across_batches() {
     // Rows read back exactly, in order.
     for (episode, (id, uri, start, end)) in manifest.episodes().zip(&rows) {
         assert_eq!(episode.episode_id().expect("utf-8"), id);
-        assert_eq!(episode.uri().expect("utf-8"), uri);
+        assert_eq!(episode.uri().expect("utf-8"), uri.as_str());
         assert_eq!((episode.start_ns(), episode.end_ns()), (*start, *end));
         assert_eq!(episode.bytes(), 1000 + episode.row() as u64);
         assert_eq!(
@@ -578,5 +578,55 @@ fn digests_are_kept_and_a_version_1_manifest_without_them_still_opens() {
     assert_eq!(
         v1.sample(41).expect("sample").time_ns,
         m.sample(41).expect("sample").time_ns
+    );
+}
+
+#[test]
+fn a_template_gives_every_row_s_path_and_a_path_off_it_is_refused() {
+    use reel_manifest::UriTemplate;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = owned_rows(30);
+    let template = UriTemplate::of(&rows[0].1, &rows[0].0).expect("the id is in the path");
+    assert!(rows.iter().all(|(id, uri, ..)| template.matches(uri, id)));
+    let meta = ManifestMeta {
+        uri_template: Some(template.clone()),
+        ..ManifestMeta::new("q", "s", RULE)
+    };
+    let (path, plain) = (dir.path().join("t.arrow"), dir.path().join("plain.arrow"));
+    let mut writer = ManifestWriter::create(&path, &meta)
+        .expect("creates")
+        .with_batch_rows(7);
+    push_rows(&mut writer, &rows);
+    writer.finish().expect("finishes");
+    write(&plain, &rows, 7);
+    let (m, p) = (
+        Manifest::open(&path).expect("opens"),
+        Manifest::open(&plain).expect("opens"),
+    );
+    assert_eq!(m.meta().uri_template.as_ref(), Some(&template));
+    for (i, (_, uri, ..)) in rows.iter().enumerate() {
+        assert_eq!(m.episode(i).expect("row").uri().expect("uri"), uri.as_str());
+    }
+    assert_eq!(m.num_samples(), p.num_samples());
+    let (small, large) = (
+        std::fs::metadata(&path).expect("stat").len(),
+        std::fs::metadata(&plain).expect("stat").len(),
+    );
+    assert!(small < large, "{small} < {large}: the paths are not stored");
+    // A row whose path is not the template's is refused, naming both.
+    let mut writer = ManifestWriter::create(dir.path().join("bad.arrow"), &meta).expect("creates");
+    let err = writer
+        .push(&ManifestRow {
+            episode_id: "ep-1",
+            uri: "elsewhere/ep-1.mcap",
+            end_ns: 1_000_000_000,
+            ..Default::default()
+        })
+        .expect_err("off the template");
+    assert!(err.to_string().contains("does not follow"), "{err}");
+    assert_eq!(
+        UriTemplate::of("a/x/x.mcap", "x"),
+        None,
+        "the id twice is no template"
     );
 }

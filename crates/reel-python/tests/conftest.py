@@ -78,19 +78,28 @@ def store(tmp_path_factory) -> dict:
 def corrupt_store(store, tmp_path_factory) -> dict:
     """A copy of the store whose second episode (manifest order) has its middle
     overwritten: same size, unreadable chunks."""
-    import pyarrow.ipc
-
     root = tmp_path_factory.mktemp("reel-corrupt")
     copy = root / "store"
     shutil.copytree(store["dir"], copy)
-    table = pyarrow.ipc.open_file(str(store["manifest"])).read_all()
-    uri = table.column("uri")[1].as_py()
+    uri = manifest_uris(store["manifest"])[1]
     victim = copy / uri
     data = bytearray(victim.read_bytes())
     third = len(data) // 3
     data[third: 2 * third] = b"\xff" * third
     victim.write_bytes(bytes(data))
     return {**store, "dir": copy, "victim": uri}
+
+
+def manifest_uris(path) -> list[str]:
+    """Each row's canonical object path, read with pyarrow as docs/FORMAT.md describes
+    it: the `uri` column, or the `reel.manifest.uri_template` filled with the id."""
+    import pyarrow.ipc
+
+    table = pyarrow.ipc.open_file(str(path)).read_all()
+    if "uri" in table.column_names:
+        return table.column("uri").to_pylist()
+    template = table.schema.metadata[b"reel.manifest.uri_template"].decode()
+    return [template.replace("{episode_id}", i) for i in table.column("episode_id").to_pylist()]
 
 
 def cli_batches(store: dict, spec: Path, batches: int, **options) -> list:

@@ -11,11 +11,11 @@ import pytest
 from mcap.reader import make_reader
 
 import reel
-from conftest import reel_bin
+from conftest import manifest_uris, reel_bin
 
 
 def first_uri(store) -> str:
-    return pyarrow.ipc.open_file(str(store["manifest"])).read_all().column("uri")[0].as_py()
+    return manifest_uris(store["manifest"])[0]
 
 
 def test_open_episode_reads_topics_metadata_frames_and_signals(store):

@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow.ipc
 import pytest
 import torch
 from torch.utils.data import DataLoader
 
 import reel
 from reel.torch import ReelDataset
+
+from conftest import manifest_uris
 
 COMMON = dict(batch_size=4, shuffle="global", seed=9)
 
@@ -117,7 +118,7 @@ def test_bad_arguments_raise_reel_errors_at_once(store):
 
 
 def test_paths_may_be_pathlib_paths(store, tmp_path):
-    uri = pyarrow.ipc.open_file(str(store["manifest"])).read_all().column("uri")[0].as_py()
+    uri = manifest_uris(store["manifest"])[0]
     episode = reel.open_episode(Path(uri), store=Path(store["dir"]))
     assert episode.topics == reel.open_episode(str(Path(store["dir"]) / uri)).topics
     assert reel.open_episode(Path(store["dir"]) / uri).name.endswith(uri)
@@ -177,7 +178,7 @@ def test_ctrl_c_during_iteration_raises_keyboard_interrupt(store, tmp_path):
 
 
 def test_depth_is_read_as_stored_and_a_camera_is_not_a_signal(store):
-    uri = pyarrow.ipc.open_file(str(store["manifest"])).read_all().column("uri")[0].as_py()
+    uri = manifest_uris(store["manifest"])[0]
     episode = reel.open_episode(uri, store=store["dir"])
     topic = "/camera/high/depth/image_raw"
     times, _, _ = episode.signal("/joint_states")
@@ -197,8 +198,7 @@ def test_depth_is_read_as_stored_and_a_camera_is_not_a_signal(store):
             "depth": [{"name": "depth", "topic": topic, "offsets_s": [0.0]}]}
     batch = next(iter(reel.Loader(store["manifest"], spec, store["dir"], batch_size=4, shuffle="global")))
     row, t = int(batch["episode_row"][0]), int(batch["depth.time_ns"][0, 0])
-    ep = reel.open_episode(pyarrow.ipc.open_file(str(store["manifest"])).read_all()
-                           .column("uri")[row].as_py(), store=store["dir"])
+    ep = reel.open_episode(manifest_uris(store["manifest"])[row], store=store["dir"])
     np.testing.assert_array_equal(ep.depth(topic, [t])[0], batch["depth"][0, 0])
     with pytest.raises(reel.BadInputError, match="depth camera: read it with depth"):
         episode.frames(topic, [int(times[0])])

@@ -98,7 +98,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         let manifest = Manifest::open(&manifest_path)?;
         for episode in manifest.episodes() {
-            std::hint::black_box(store.read(episode.uri()?)?);
+            std::hint::black_box(store.read(&episode.uri()?)?);
         }
     }
     println!(

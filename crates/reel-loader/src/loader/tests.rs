@@ -122,7 +122,11 @@ fn epoch_size_counts_what_an_epoch_delivers_and_open_episode_reads_a_row() {
         .expect("row")
         .uri()
         .expect("uri");
-    assert!(episode.name().ends_with(uri), "{} vs {uri}", episode.name());
+    assert!(
+        episode.name().ends_with(&*uri),
+        "{} vs {uri}",
+        episode.name()
+    );
     assert!(episode.metadata().contains_key("episode"));
     assert!(loader.open_episode(0, 2).is_err() && loader.open_episode(1, 0).is_err());
 }

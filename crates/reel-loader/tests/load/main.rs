@@ -808,7 +808,7 @@ fn a_state_from_another_run_is_refused_naming_what_changed() {
     writer
         .push(&reel_manifest::ManifestRow {
             episode_id: e.episode_id().expect("id"),
-            uri: e.uri().expect("uri"),
+            uri: &e.uri().expect("uri"),
             start_ns: e.start_ns(),
             end_ns: e.end_ns(),
             ..Default::default()
@@ -1014,7 +1014,7 @@ fn padding_masks_what_lies_outside_the_episode() {
         MmapSource::open(
             f.dir
                 .path()
-                .join(manifest.episode(0).expect("row").uri().expect("uri")),
+                .join(&*manifest.episode(0).expect("row").uri().expect("uri")),
         )
         .expect("mmap"),
     )
@@ -1152,7 +1152,7 @@ fn a_manifest_row_the_episode_contradicts_makes_it_a_corrupt_episode() {
         .collect();
     let uris: Vec<String> = rows
         .iter()
-        .map(|e| e.uri().expect("uri").to_owned())
+        .map(|e| e.uri().expect("uri").into_owned())
         .collect();
     for (i, e) in rows.iter().enumerate() {
         writer

@@ -32,7 +32,7 @@ pub(super) fn check_manifest(path: Option<&Path>) -> (Check, Option<WorkingSet>)
     let objects: Vec<(String, u64)> = match manifest.distinct_objects().and_then(|objects| {
         objects
             .iter()
-            .map(|e| Ok((e.uri()?.to_owned(), e.bytes())))
+            .map(|e| Ok((e.uri()?.into_owned(), e.bytes())))
             .collect()
     }) {
         Ok(objects) => objects,

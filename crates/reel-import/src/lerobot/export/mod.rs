@@ -122,7 +122,11 @@ pub fn export(
         .map(|e| -> Result<_> {
             let start = e.start_ns().max(0) as u64;
             let end = (e.end_ns().max(0) as u64).saturating_add(1);
-            Ok((e.episode_id()?.to_owned(), e.uri()?.to_owned(), start..end))
+            Ok((
+                e.episode_id()?.to_owned(),
+                e.uri()?.into_owned(),
+                start..end,
+            ))
         })
         .collect::<Result<_>>()?;
     let Some((_, first_uri, _)) = rows.first() else {
