@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use reel_curate::synthetic::{parquet_file, parquet_file_ingested_at};
-use reel_curate::{Warehouse, compact, curate_to_manifest};
+use reel_curate::{
+    CurationOptions, Warehouse, compact, curate_to_manifest, curate_to_manifest_with,
+};
 use reel_io::test_support::bench::peak_rss_mib;
 use reel_manifest::SamplingRule;
 
@@ -156,6 +158,26 @@ fn main() {
         let (times, selected) = three(|| curate(&Warehouse::open(&uri).expect("opens")));
         let compacted_mb = summary.bytes as f64 / 1e6;
         row("compaction", rows, compacted_mb, selected, times);
+        // The same curation writing every row's path (format 1's layout), side by side.
+        let (times, _) = three(|| {
+            let w = Warehouse::open(&uri).expect("opens");
+            curate_to_manifest_with(
+                &w,
+                QUERY,
+                rule,
+                &out,
+                CurationOptions::default().with_uri_column(),
+            )
+            .expect("curates")
+            .rows
+        });
+        row(
+            "compaction, with the uri column",
+            rows,
+            compacted_mb,
+            selected,
+            times,
+        );
         let (times, _) = three(|| {
             Warehouse::open(&uri)
                 .expect("opens")

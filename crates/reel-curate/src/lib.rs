@@ -424,12 +424,26 @@ pub struct CurationOptions {
     /// Write an empty manifest when the query selects no episodes, instead
     /// of failing with [`CurateError::NoEpisodes`].
     pub allow_empty: bool,
+    /// Keep every row's path in a `uri` column even where one template gives them all
+    /// (for readers of format version 1; a third more bytes).
+    pub uri_column: bool,
 }
 
 impl CurationOptions {
     /// Options that accept an empty result.
     pub fn allowing_empty() -> Self {
-        Self { allow_empty: true }
+        Self {
+            allow_empty: true,
+            ..Self::default()
+        }
+    }
+
+    /// These options, keeping the `uri` column.
+    pub fn with_uri_column(self) -> Self {
+        Self {
+            uri_column: true,
+            ..self
+        }
     }
 }
 
@@ -470,7 +484,7 @@ pub fn curate_to_manifest_with(
     }
     let snapshot = warehouse.snapshot_id();
     let meta = ManifestMeta::new(sql, snapshot.clone(), sampling);
-    let (rows, samples) = write_frame(&df, &meta, output)?;
+    let (rows, samples) = write_frame(&df, &meta, output, options)?;
     Ok(CurationSummary {
         rows,
         samples,
@@ -483,6 +497,7 @@ pub fn write_frame(
     df: &DataFrame,
     meta: &ManifestMeta,
     output: &Path,
+    options: CurationOptions,
 ) -> Result<(usize, u64), CurateError> {
     for column in NEEDED {
         if df.column(column).is_err() {
@@ -546,9 +561,9 @@ pub fn write_frame(
     // once, as the manifest's template, instead of once per row.
     let id_values = || ids.downcast_iter().flat_map(|a| a.values_iter());
     let uri_values = || uris.downcast_iter().flat_map(|a| a.values_iter());
-    let template = id_values()
-        .zip(uri_values())
-        .next()
+    let template = (!options.uri_column)
+        .then(|| id_values().zip(uri_values()).next())
+        .flatten()
         .and_then(|(id, uri)| UriTemplate::of(uri, id))
         .filter(|t| {
             id_values()

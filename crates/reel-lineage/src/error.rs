@@ -18,6 +18,9 @@ pub enum LineageError {
     Manifest(#[from] reel_manifest::ManifestError),
     #[error(transparent)]
     Io(#[from] reel_io::Error),
+    /// An episode could not be read for another reason than its bytes (an outage).
+    #[error(transparent)]
+    Episode(#[from] reel_mcap::Error),
     /// Writing a record failed (the consumer's error).
     #[error("writing the lineage: {0}")]
     Output(#[from] std::io::Error),
@@ -34,6 +37,7 @@ impl LineageError {
             Self::Loader(e) => e.kind(),
             Self::Manifest(e) => e.kind(),
             Self::Io(e) => e.kind(),
+            Self::Episode(e) => e.kind(),
             Self::Output(e) => ErrorKind::of_io(e),
         }
     }

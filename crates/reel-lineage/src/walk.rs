@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use reel_io::{MemorySource, Store, split_object_uri};
+use reel_io::{ByteSource, MemorySource, Store, split_object_uri};
 use reel_loader::{LOADER_CHECKPOINT_FILE, SavedState};
 use reel_manifest::{Manifest, digest_text, node_manifest_dir, object_digest, open_uri};
 use reel_mcap::EpisodeReader;
@@ -208,39 +208,48 @@ impl Lineage {
             recorded_digest: row.digest().map(digest_text),
             ..EpisodeLineage::default()
         };
-        let opened = if self.options.verify {
-            store.read(&uri).map(|bytes| {
-                let digest = object_digest(&bytes);
-                out.digest = Some(digest_text(digest));
-                out.status = match row.digest() {
-                    None => Status::Unchecked,
-                    Some(d) if d == digest => Status::Same,
-                    Some(_) => Status::Changed,
-                };
-                EpisodeReader::open(
-                    Box::new(MemorySource::new(uri.clone(), bytes)) as Box<dyn reel_io::ByteSource>
-                )
-            })
-        } else {
-            Ok(EpisodeReader::open(
-                Box::new(store.source(&uri)) as Box<dyn reel_io::ByteSource>
-            ))
+        // Nothing there is reported; an outage (the store unreachable) stops the walk.
+        let missing = |out: &mut EpisodeLineage, problem: String| {
+            out.status = Status::Missing;
+            out.problem = Some(problem);
         };
-        let reader = match opened {
+        let source: Box<dyn ByteSource> = if self.options.verify {
+            match store.read(&uri) {
+                Err(e) if is_missing(&e) => {
+                    missing(&mut out, e.to_string());
+                    return Ok(out);
+                }
+                Err(e) => return Err(e.into()),
+                Ok(bytes) => {
+                    let digest = object_digest(&bytes);
+                    out.digest = Some(digest_text(digest));
+                    out.status = match row.digest() {
+                        None => Status::Unchecked,
+                        Some(d) if d == digest => Status::Same,
+                        Some(_) => Status::Changed,
+                    };
+                    Box::new(MemorySource::new(uri.clone(), bytes))
+                }
+            }
+        } else {
+            let source = store.source(&uri);
+            match source.len() {
+                Err(e) if is_missing(&e) => {
+                    missing(&mut out, e.to_string());
+                    return Ok(out);
+                }
+                Err(e) => return Err(e.into()),
+                Ok(_) => Box::new(source),
+            }
+        };
+        let reader = match EpisodeReader::open(source) {
             Ok(reader) => reader,
-            Err(e) if e.kind() == reel_io::ErrorKind::BadInput || is_missing(&e) => {
-                out.status = Status::Missing;
-                out.problem = Some(e.to_string());
+            // Bytes that are not an episode: unreadable, as good as gone.
+            Err(e) if e.kind() == reel_io::ErrorKind::BadInput => {
+                missing(&mut out, e.to_string());
                 return Ok(out);
             }
             Err(e) => return Err(e.into()),
-        };
-        let reader = match reader {
-            Ok(reader) => reader,
-            Err(e) => {
-                out.problem = Some(e.to_string());
-                return Ok(out);
-            }
         };
         match EpisodeSummary::from_metadata(&uri, reader.metadata()) {
             Ok(Some(summary)) => {

@@ -87,6 +87,7 @@ mod pack;
 mod resolve;
 mod row_check;
 mod skipped;
+mod sources;
 mod spec;
 mod state;
 #[cfg(test)]
@@ -98,13 +99,14 @@ pub use batch::{Batch, DType, Skipped, Tensor, TensorData};
 pub use epochs::Epochs;
 pub use error::{LoaderError, Result};
 pub use host::{Element, HostBuf, HostMemory};
-pub use loader::{Batches, EpochSize, LoadStats, Loader, LoaderOptions, Sources};
+pub use loader::{Batches, EpochSize, LoadStats, Loader, LoaderOptions};
 pub use mixture::{MixtureEntry, MixtureSource};
 pub use open::open_loader;
 pub use order::{LoaderState, Shuffle, Span};
 pub use pack::{PackError, Packed, pack};
 pub use reel_video::RgbConversion;
 pub use skipped::SkippedEpisode;
+pub use sources::Sources;
 pub use spec::{
     CameraSpec, DepthSpec, DepthTensorUnit, EdgePolicy, Layout, ProprioKind, ProprioSpec,
     SampleSpec,

@@ -10,8 +10,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use reel_cache::{BlockCache, CacheConfig};
-use reel_io::{ByteSource, MmapSource, Store, StoreOptions};
+use reel_cache::BlockCache;
+use reel_io::ByteSource;
 use reel_manifest::Manifest;
 use reel_mcap::{DecodedGop, EpisodeReader};
 use reel_video::RgbConversion;
@@ -26,64 +26,8 @@ use crate::order::LoaderState;
 use crate::order::{RankOrder, Shuffle, Span};
 use crate::resolve::Plans;
 use crate::skipped::{SkippedEpisode, tally_skipped};
+use crate::sources::Sources;
 use crate::spec::SampleSpec;
-
-/// Where episode bytes come from: the store itself, or the node's block cache in front of it.
-#[derive(Debug, Clone)]
-pub enum Sources {
-    /// Read straight from a store (a local folder is memory-mapped).
-    Store(Store),
-    /// Read through a block cache (hits from local disk, misses from its remote).
-    Cache(Arc<BlockCache>),
-}
-
-impl Sources {
-    /// The sources of a reader of the store at `uri`: the store itself, or the block cache
-    /// `cache` describes in front of it. Without a cache a missing local store folder is an
-    /// error; with one, the cache serves what it holds
-    /// ([`BlockCache::for_existing_store`]; [`BlockCache::store_missing`] tells).
-    pub fn open_store(
-        uri: &str,
-        options: &StoreOptions,
-        cache: Option<CacheConfig>,
-    ) -> Result<Self> {
-        Ok(match cache {
-            Some(config) => Self::Cache(Arc::new(BlockCache::for_existing_store(
-                config, uri, options,
-            )?)),
-            None => Self::Store(Store::open_existing_with(uri, options)?),
-        })
-    }
-
-    /// The store read, as a saved state records it (no credentials): for a checkpoint's
-    /// lineage to find the episodes again.
-    pub fn store_uri(&self) -> String {
-        match self {
-            Self::Store(store) => reel_io::redact(store.uri()).into_owned(),
-            Self::Cache(cache) => cache.remote_name().to_owned(),
-        }
-    }
-
-    /// The block cache, when reads go through one.
-    pub fn cache(&self) -> Option<&Arc<BlockCache>> {
-        match self {
-            Self::Cache(cache) => Some(cache),
-            Self::Store(_) => None,
-        }
-    }
-
-    /// The object at `uri` (a key inside the store) as a byte source: a local file is
-    /// memory-mapped.
-    pub fn open(&self, uri: &str) -> Result<Box<dyn ByteSource>> {
-        Ok(match self {
-            Self::Store(store) => match store.local_path(uri)? {
-                Some(path) => Box::new(MmapSource::open(path)?),
-                None => Box::new(store.source(uri)),
-            },
-            Self::Cache(cache) => Box::new(cache.object(uri)?),
-        })
-    }
-}
 
 /// How the loader runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -225,7 +169,8 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-/// A time-aligned multi-rate loader over one manifest, for one rank.
+/// A time-aligned multi-rate loader over one manifest or a weighted mixture of several,
+/// for one rank.
 #[derive(Debug, Clone)]
 pub struct Loader {
     shared: Arc<Shared>,
@@ -315,7 +260,8 @@ impl Loader {
         self.shared.buffers.memory()
     }
 
-    /// Samples of the whole manifest under the spec (all ranks).
+    /// Samples of each epoch under the spec, all ranks together (one manifest: all its
+    /// samples; a mixture: its sources' together).
     pub fn total_samples(&self) -> u64 {
         self.shared.catalog.epoch_len()
     }

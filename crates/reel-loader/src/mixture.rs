@@ -18,8 +18,8 @@ use reel_manifest::{EpisodeRef, Manifest, SamplingRule};
 use serde::Deserialize;
 
 use crate::error::{LoaderError, Result};
-use crate::loader::Sources;
 use crate::order::{AnchorIndex, EpochOrder, Shuffle, mix};
+use crate::sources::Sources;
 
 /// One manifest of a mixture, with its weight and where its episodes are read from.
 #[derive(Debug)]
@@ -170,6 +170,16 @@ impl Catalog {
             part.share = share;
             first += share;
         }
+        // A weight so small that its share rounds to nothing would be opened and checked
+        // and never drawn: that is a mistake in the weights, not a mixture.
+        if let Some((k, part)) = parts.iter().enumerate().find(|(_, p)| p.share == 0) {
+            return Err(LoaderError::Mixture {
+                reason: format!(
+                    "source {k}: weight {} draws no sample of an epoch of {epoch_len}",
+                    part.weight
+                ),
+            });
+        }
         Ok(Self {
             parts,
             epoch_len,
@@ -287,6 +297,9 @@ impl Catalog {
 /// `total` split by `weights` (positive): each share is `total · w / Σ w` rounded by
 /// largest remainders, so the shares add up to `total` exactly.
 pub(crate) fn shares(total: u64, weights: &[f64]) -> Vec<u64> {
+    // Relative to the largest, so that no sum of huge weights overflows to infinity.
+    let largest = weights.iter().cloned().fold(0.0f64, f64::max);
+    let weights: Vec<f64> = weights.iter().map(|w| w / largest).collect();
     let sum: f64 = weights.iter().sum();
     let exact: Vec<f64> = weights.iter().map(|w| total as f64 * w / sum).collect();
     let mut out: Vec<u64> = exact.iter().map(|x| x.floor() as u64).collect();

@@ -9,9 +9,22 @@ use reel_io::{StoreOptions, split_object_uri};
 use reel_manifest::{node_manifest_dir, open_uri};
 
 use crate::error::{LoaderError, Result};
-use crate::loader::{Loader, LoaderOptions, Sources};
+use crate::loader::{Loader, LoaderOptions};
 use crate::mixture::{MixtureEntry, MixtureSource};
+use crate::sources::Sources;
 use crate::spec::SampleSpec;
+
+/// Where a manifest was opened from, as a saved state records it: a local path made
+/// absolute (a lineage may be read from another folder), a store URI without
+/// credentials.
+fn recorded_location(manifest: &str) -> String {
+    if manifest.contains("://") {
+        return reel_io::redact(manifest).into_owned();
+    }
+    std::path::absolute(manifest)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| manifest.to_string())
+}
 
 /// Opens a loader over `entries` (one, or a weighted mixture). An entry without a store
 /// reads its episodes from the store its manifest lives in (the manifest's folder or
@@ -56,7 +69,7 @@ pub fn open_loader(
             manifest,
             sources: opened,
             weight: entry.weight,
-            location: Some(entry.manifest.clone()),
+            location: Some(recorded_location(&entry.manifest)),
         });
     }
     Loader::mixture(sources, spec, options)

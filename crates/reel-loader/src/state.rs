@@ -14,8 +14,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LoaderError, Result};
-use crate::loader::{EpochSize, Loader, Sources};
+use crate::loader::{EpochSize, Loader};
 use crate::order::{LoaderState, RankOrder, Shuffle, Span, slice_spans};
+use crate::sources::Sources;
 
 /// How [`RunIdentity::manifest`] begins for a mixture: `mixture(<hash>*<weight>, …)`.
 const MIXTURE_PREFIX: &str = "mixture(";

@@ -96,7 +96,7 @@ pub fn whole_episodes(manifest: &Manifest) -> Result<reel_cache::WorkingSet> {
     let objects = manifest
         .distinct_objects()?
         .iter()
-        .map(|episode| Ok((episode.uri()?.to_owned(), episode.bytes())))
+        .map(|episode| Ok((episode.uri()?.into_owned(), episode.bytes())))
         .collect::<Result<Vec<_>>>()?;
     Ok(reel_cache::WorkingSet::new(objects))
 }

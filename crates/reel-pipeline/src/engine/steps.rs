@@ -203,19 +203,22 @@ impl Pipeline {
     /// The canonical summary of `id` if its canonical MCAP exists and was made by this
     /// version with these settings from this landing object.
     fn existing_canonical(&self, landing_key: &str, id: &str) -> Result<Option<EpisodeSummary>> {
-        let Some(summary) = self.read_canonical_summary(id)? else {
-            return Ok(None);
-        };
-        let p = &summary.provenance;
-        let current = p.pipeline_version == self.config.pipeline_version
-            && p.config_digest == self.digest
-            && summary.landing_key == landing_key;
-        Ok(current.then_some(summary))
+        self.read_canonical_summary(id, |summary| {
+            let p = &summary.provenance;
+            p.pipeline_version == self.config.pipeline_version
+                && p.config_digest == self.digest
+                && summary.landing_key == landing_key
+        })
     }
 
-    /// The summary stored in `canonical/<id>.mcap` (any version), with its size and
-    /// digest (the object read whole: only where its completion record was lost).
-    fn read_canonical_summary(&self, id: &str) -> Result<Option<EpisodeSummary>> {
+    /// The summary stored in `canonical/<id>.mcap` when `accept` takes it, with the
+    /// object's size and digest (the object read whole, so only once accepted: this is
+    /// the path of a lost completion record).
+    fn read_canonical_summary(
+        &self,
+        id: &str,
+        accept: impl Fn(&EpisodeSummary) -> bool,
+    ) -> Result<Option<EpisodeSummary>> {
         self.read_canonical(&crate::canonical::canonical_key(id), |source| {
             let bytes = match source.len() {
                 Ok(n) => n,
@@ -226,6 +229,9 @@ impl Pipeline {
             let Some(summary) = summary_of_metadata(source.name(), reader.metadata())? else {
                 return Ok(None);
             };
+            if !accept(&summary) {
+                return Ok(None);
+            }
             let canonical_digest = reel_manifest::object_digest(&source.read_range(0..bytes)?);
             Ok(Some(EpisodeSummary {
                 bytes,
@@ -256,9 +262,7 @@ impl Pipeline {
                 Some(s) => Ok(Some(s.clone())),
                 // A canonical episode of that id made from another landing object is not
                 // this one's (its id was taken, and it was quarantined).
-                None => Ok(self
-                    .read_canonical_summary(stem_of(k))?
-                    .filter(|s| s.landing_key == *k)),
+                None => self.read_canonical_summary(stem_of(k), |s| s.landing_key == *k),
             })
             .collect();
         let mut summaries = Vec::new();

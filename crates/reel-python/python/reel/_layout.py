@@ -26,7 +26,7 @@ def lerobot_key(name: str, camera: bool) -> str:
 
 def lerobot_batch(
     tensors: dict[str, np.ndarray],
-    episode_of: Callable[[int], tuple[str, int]],
+    episode_of: Callable[[int, int], tuple[str, int]],
     image_dtype: str,
 ) -> dict[str, Any]:
     """A Reel-layout batch (cameras channels-first) in LeRobot's layout:
