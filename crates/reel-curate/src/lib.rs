@@ -26,6 +26,7 @@
 //! # Ok::<(), reel_curate::CurateError>(())
 //! ```
 
+use std::collections::HashMap;
 use std::path::Path;
 
 pub mod compact;
@@ -593,8 +594,26 @@ pub fn write_frame(
 
 /// Fails on the first episode id seen twice: a manifest that held an episode
 /// twice would sample it twice and weigh it double without anyone asking.
+///
+/// The ids' 64-bit hashes are sorted and compared side by side: a quarter of a
+/// 5·10^7-row curation went to inserting 10^7 id strings into a hash map, one cache
+/// miss each. Equal hashes send the check to the ids themselves, so a collision is
+/// never taken for a duplicate.
 fn refuse_duplicates(ids: &StringChunked) -> Result<(), CurateError> {
-    let mut first_rows = std::collections::HashMap::with_capacity(ids.len());
+    let mut hashes: Vec<u64> = ids
+        .iter()
+        .map(|id| reel_manifest::fnv1a(id.unwrap_or_default().bytes()))
+        .collect();
+    hashes.sort_unstable();
+    if hashes.windows(2).any(|pair| pair[0] == pair[1]) {
+        return refuse_duplicates_by_string(ids);
+    }
+    Ok(())
+}
+
+/// [`refuse_duplicates`] keyed by the ids themselves.
+fn refuse_duplicates_by_string(ids: &StringChunked) -> Result<(), CurateError> {
+    let mut first_rows = HashMap::with_capacity(ids.len());
     for (row, id) in ids.iter().enumerate() {
         let id = id.unwrap_or_default();
         if let Some(&first_row) = first_rows.get(id) {
@@ -639,4 +658,27 @@ fn numbers<'a, T: PolarsNumericType>(
 
 fn typed<T>(column: &'static str, result: PolarsResult<T>) -> Result<T, CurateError> {
     result.map_err(|source| CurateError::ColumnType { column, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_seen_twice_is_refused_by_either_check_naming_both_rows() {
+        let ids = StringChunked::from_slice("episode_id".into(), &["a", "b", "c", "b", "a"]);
+        for check in [refuse_duplicates, refuse_duplicates_by_string] {
+            match check(&ids) {
+                Err(CurateError::DuplicateEpisode {
+                    episode_id,
+                    first_row,
+                    row,
+                }) => assert_eq!((episode_id.as_str(), first_row, row), ("b", 1, 3)),
+                other => panic!("expected a duplicate, got {other:?}"),
+            }
+        }
+        let unique = StringChunked::from_slice("episode_id".into(), &["a", "b", "c"]);
+        assert!(refuse_duplicates(&unique).is_ok());
+        assert!(refuse_duplicates_by_string(&unique).is_ok());
+    }
 }

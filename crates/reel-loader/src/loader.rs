@@ -17,14 +17,14 @@ use reel_mcap::{DecodedGop, EpisodeReader};
 use reel_video::RgbConversion;
 use serde::Serialize;
 
-use crate::assemble::{CameraPlan, DepthPlan, ProprioPlan, Worker, WorkerCounts};
+use crate::assemble::{Worker, WorkerCounts};
 use crate::batch::{Batch, Skipped};
 use crate::error::{LoaderError, Result};
 use crate::host::{BufferPool, HostMemory};
 use crate::mixture::{Catalog, MixtureSource};
 use crate::order::LoaderState;
 use crate::order::{RankOrder, Shuffle, Span};
-use crate::resolve::Plans;
+use crate::resolve::{CameraPlan, DepthPlan, Plans, ProprioPlan};
 use crate::skipped::{SkippedEpisode, tally_skipped};
 use crate::sources::Sources;
 use crate::spec::SampleSpec;

@@ -5,10 +5,53 @@
 use reel_io::ByteSource;
 use reel_mcap::EpisodeReader;
 
-use crate::assemble::{CameraPlan, DepthPlan, ProprioPlan};
 use crate::error::{LoaderError, Result};
 use crate::mixture::Catalog;
-use crate::spec::{DepthTensorUnit, SampleSpec};
+use crate::spec::{DepthTensorUnit, Layout, ProprioSpec, SampleSpec};
+
+/// A camera of the spec, resolved against the first episode.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CameraPlan {
+    pub name: String,
+    pub topic: String,
+    pub offsets_ns: Vec<i64>,
+    pub width: usize,
+    pub height: usize,
+    /// Decode at this size (`None`: the stream's own, which must be `width`×`height`).
+    pub resize: Option<(usize, usize)>,
+    pub layout: Layout,
+}
+
+/// A depth camera of the spec, resolved against the first episode.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DepthPlan {
+    pub name: String,
+    pub topic: String,
+    pub offsets_ns: Vec<i64>,
+    pub width: usize,
+    pub height: usize,
+    pub unit: DepthTensorUnit,
+}
+
+/// A numeric stream of the spec, resolved against the first episode.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ProprioPlan {
+    pub name: String,
+    pub topic: String,
+    pub offsets_ns: Vec<i64>,
+    pub fields: usize,
+}
+
+impl ProprioPlan {
+    pub(crate) fn new(spec: &ProprioSpec, fields: usize) -> Self {
+        Self {
+            name: spec.name.clone(),
+            topic: spec.topic.clone(),
+            offsets_ns: spec.offsets_ns(),
+            fields,
+        }
+    }
+}
 
 /// The streams of a batch, resolved.
 #[derive(Debug, Clone, PartialEq)]
