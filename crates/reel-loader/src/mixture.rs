@@ -335,29 +335,7 @@ mod tests {
 
     /// A manifest of `rows` episodes of 100 samples each (9.9 s at 10 Hz).
     fn manifest_of(dir: &std::path::Path, name: &str, rows: usize) -> Manifest {
-        let path = dir.join(format!("{name}.arrow"));
-        let meta = reel_manifest::ManifestMeta::new("q", "test", rule());
-        let mut writer = reel_manifest::ManifestWriter::create(&path, &meta).expect("manifest");
-        let ids: Vec<String> = (0..rows).map(|i| format!("{name}{i}")).collect();
-        let (start, end) = (vec![0i64; rows], vec![9_900_000_000i64; rows]);
-        let (bytes, counts) = (vec![1u64; rows], vec![1u32; rows]);
-        writer
-            .push_columns(
-                ids.iter().map(String::as_str),
-                ids.iter().map(String::as_str),
-                reel_manifest::ManifestNumbers {
-                    start_ns: &start,
-                    end_ns: &end,
-                    bytes: &bytes,
-                    camera_frames: &counts,
-                    state_steps: &counts,
-                    action_steps: &counts,
-                    digest: &[],
-                },
-            )
-            .expect("rows");
-        writer.finish().expect("finish");
-        Manifest::open(&path).expect("open")
+        crate::test_fixture::rows_manifest(dir, name, rows, 9.9, rule())
     }
 
     fn rule() -> SamplingRule {

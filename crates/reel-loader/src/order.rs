@@ -651,30 +651,8 @@ mod tests {
 
     /// A manifest of `rows` rows of 10 s each, curated at 10 Hz without margins.
     fn manifest_of(dir: &std::path::Path, rows: usize) -> Manifest {
-        let path = dir.join(format!("m{rows}.arrow"));
-        let meta =
-            reel_manifest::ManifestMeta::new("q", "test", SamplingRule::at_hz(10.0, 0.0, 0.0));
-        let mut writer = reel_manifest::ManifestWriter::create(&path, &meta).expect("manifest");
-        let ids: Vec<String> = (0..rows).map(|i| format!("ep{i}")).collect();
-        let (start, end) = (vec![0i64; rows], vec![10_000_000_000i64; rows]);
-        let (bytes, counts) = (vec![1u64; rows], vec![1u32; rows]);
-        writer
-            .push_columns(
-                ids.iter().map(String::as_str),
-                ids.iter().map(String::as_str),
-                reel_manifest::ManifestNumbers {
-                    start_ns: &start,
-                    end_ns: &end,
-                    bytes: &bytes,
-                    camera_frames: &counts,
-                    state_steps: &counts,
-                    action_steps: &counts,
-                    digest: &[],
-                },
-            )
-            .expect("rows");
-        writer.finish().expect("finish");
-        Manifest::open(&path).expect("open")
+        let rule = SamplingRule::at_hz(10.0, 0.0, 0.0);
+        crate::test_fixture::rows_manifest(dir, &format!("m{rows}"), rows, 10.0, rule)
     }
 
     #[test]

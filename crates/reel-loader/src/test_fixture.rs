@@ -75,3 +75,38 @@ impl Fixture {
         Loader::new(manifest, &self.spec, Sources::Store(store), options).expect("loader")
     }
 }
+
+/// A manifest named `name` of `rows` episodes of `seconds` each (no objects behind
+/// them), curated with `rule`: for orders and indexes, which never open an episode.
+pub(crate) fn rows_manifest(
+    dir: &std::path::Path,
+    name: &str,
+    rows: usize,
+    seconds: f64,
+    rule: reel_manifest::SamplingRule,
+) -> Manifest {
+    let path = dir.join(format!("{name}.arrow"));
+    let meta = ManifestMeta::new("q", "test", rule);
+    let mut writer = ManifestWriter::create(&path, &meta).expect("manifest");
+    let ids: Vec<String> = (0..rows).map(|i| format!("{name}{i}")).collect();
+    let end = (seconds * 1e9).round() as i64;
+    let (start, end) = (vec![0i64; rows], vec![end; rows]);
+    let (bytes, counts) = (vec![1u64; rows], vec![1u32; rows]);
+    writer
+        .push_columns(
+            ids.iter().map(String::as_str),
+            ids.iter().map(String::as_str),
+            reel_manifest::ManifestNumbers {
+                start_ns: &start,
+                end_ns: &end,
+                bytes: &bytes,
+                camera_frames: &counts,
+                state_steps: &counts,
+                action_steps: &counts,
+                digest: &[],
+            },
+        )
+        .expect("rows");
+    writer.finish().expect("finish");
+    Manifest::open(&path).expect("open")
+}
