@@ -3,77 +3,29 @@
 
 use std::path::PathBuf;
 
-use reel_io::{Store, split_object_uri};
+pub use reel_io::{InputError, read_input, read_text_input};
 
-/// Why an input could not be read.
+/// Why a manifest named on the command line could not be had.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum InputError {
-    /// A local file that could not be read.
-    #[error("reading {path}")]
-    Local {
-        /// The path as given.
-        path: String,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// An object that could not be fetched (the error names it).
-    #[error(transparent)]
-    Store(#[from] reel_io::Error),
-    /// An input that should be text and is not.
-    #[error("{name}: not UTF-8 text")]
-    NotText {
-        /// The path or URI.
-        name: String,
-    },
-    /// A manifest that could not be fetched or mapped.
-    #[error("manifest {uri}")]
-    Manifest {
-        /// The path or URI.
-        uri: String,
-        /// The underlying error.
-        #[source]
-        source: Box<reel_manifest::ManifestError>,
-    },
-}
-
-/// Whether `input` names an object in a store (`s3://…`, `file://…`) rather than a plain
-/// local path.
-pub(crate) fn is_store_uri(input: &str) -> bool {
-    input.contains("://")
-}
-
-/// The bytes of `input`: a local path, or an object URI (`s3://bucket/key?endpoint=…`,
-/// credentials from `AWS_*`) fetched whole with one GET.
-pub fn read_input(input: &str) -> Result<Vec<u8>, InputError> {
-    if !is_store_uri(input) {
-        return std::fs::read(input).map_err(|source| InputError::Local {
-            path: input.to_owned(),
-            source,
-        });
-    }
-    let (store, key) = split_object_uri(input)?;
-    Ok(Store::open(&store)?.read(&key)?.to_vec())
-}
-
-/// Like [`read_input`], for text (TOML, JSON, SQL).
-pub fn read_text_input(input: &str) -> Result<String, InputError> {
-    String::from_utf8(read_input(input)?).map_err(|_| InputError::NotText {
-        name: input.to_owned(),
-    })
+#[error("manifest {uri}")]
+pub struct ManifestInputError {
+    /// The path or URI.
+    pub uri: String,
+    /// The underlying error.
+    #[source]
+    pub source: Box<reel_manifest::ManifestError>,
 }
 
 /// A local path to the manifest `input`: a local path is returned as given (whoever opens
 /// it reports what is wrong with it); an object URI is fetched once per node into
 /// `reel_manifest::node_manifest_dir()`, shared by every process that asks for it.
-pub fn local_manifest(input: &str) -> Result<PathBuf, InputError> {
-    if !is_store_uri(input) {
+pub fn local_manifest(input: &str) -> Result<PathBuf, ManifestInputError> {
+    if !reel_io::is_store_uri(input) {
         return Ok(PathBuf::from(input));
     }
     reel_manifest::open_uri(input, &reel_manifest::node_manifest_dir())
         .map(|manifest| manifest.path().to_owned())
-        .map_err(|source| InputError::Manifest {
+        .map_err(|source| ManifestInputError {
             uri: input.to_owned(),
             source: Box::new(source),
         })
@@ -84,39 +36,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_and_file_uris_read_the_same_bytes() -> Result<(), Box<dyn std::error::Error>> {
+    fn a_local_manifest_is_its_own_path() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
-        let path = dir.path().join("spec.toml");
-        std::fs::write(&path, "batch = 8\n")?;
+        let path = dir.path().join("train.arrow");
         let path_text = path.to_str().ok_or("non-UTF-8 temporary path")?;
-        assert_eq!(read_text_input(path_text)?, "batch = 8\n");
-        assert_eq!(
-            read_text_input(&format!("file://{path_text}"))?,
-            "batch = 8\n"
-        );
         assert_eq!(local_manifest(path_text)?, path);
-        Ok(())
-    }
-
-    #[test]
-    fn missing_and_binary_inputs_name_themselves() -> Result<(), Box<dyn std::error::Error>> {
-        let dir = tempfile::tempdir()?;
-        let missing = dir.path().join("plan.json");
-        let missing = missing.to_str().ok_or("non-UTF-8 temporary path")?;
-        let error = read_text_input(missing).expect_err("missing").to_string();
-        assert!(error.contains("plan.json"), "{error}");
-        let uri_error = read_text_input(&format!("file://{missing}"))
-            .expect_err("missing")
-            .to_string();
-        assert!(uri_error.contains("plan.json"), "{uri_error}");
-
-        let binary = dir.path().join("blob");
-        std::fs::write(&binary, [0xff, 0xfe, 0x00])?;
-        let binary = binary.to_str().ok_or("non-UTF-8 temporary path")?;
-        assert!(matches!(
-            read_text_input(binary),
-            Err(InputError::NotText { .. })
-        ));
         Ok(())
     }
 }

@@ -37,7 +37,7 @@ mod report;
 mod size;
 
 pub use docs::{ManPageError, Shell, write_completions, write_man_pages};
-pub use input::{InputError, local_manifest, read_input, read_text_input};
+pub use input::{InputError, ManifestInputError, local_manifest, read_input, read_text_input};
 pub use progress::progress_bar;
 pub use report::{error_line, run_main};
 pub use size::{SizeError, parse_size};

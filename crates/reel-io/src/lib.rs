@@ -27,6 +27,7 @@
 //! ```
 
 mod error;
+mod input;
 mod key;
 mod redact;
 mod source;
@@ -36,6 +37,7 @@ mod store;
 pub mod test_support;
 
 pub use error::{Error, ErrorKind, Result};
+pub use input::{InputError, is_store_uri, read_input, read_text_input};
 pub use key::confine_key;
 pub use redact::{redact, redact_secrets};
 pub use source::{

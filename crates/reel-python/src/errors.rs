@@ -137,16 +137,9 @@ impl IntoPyErr for reel_curate::CurateError {
     }
 }
 
-impl IntoPyErr for reel_cli::InputError {
+impl IntoPyErr for reel_io::InputError {
     fn into_py_err(self) -> PyErr {
-        use reel_cli::InputError as E;
-        let kind = match &self {
-            E::Local { source, .. } => ErrorKind::of_io(source),
-            E::Store(e) => e.kind(),
-            E::Manifest { source, .. } => source.kind(),
-            _ => ErrorKind::BadInput,
-        };
-        exception(kind, chain(&self))
+        exception(self.kind(), chain(&self))
     }
 }
 

@@ -35,7 +35,7 @@ pub fn sample_spec(spec: &Bound<'_, PyAny>) -> PyResult<SampleSpec> {
     let (name, toml) = if looks_like_toml {
         ("(TOML text)".to_owned(), text)
     } else {
-        let toml = reel_cli::read_text_input(&text).or_raise()?;
+        let toml = reel_io::read_text_input(&text).or_raise()?;
         (text, toml)
     };
     SampleSpec::from_toml_str(&toml).map_err(|e| match e {
