@@ -45,7 +45,7 @@ impl NativeLoader {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        sources: Vec<(String, f64)>,
+        sources: Vec<(String, f64, Option<String>)>,
         spec: &Bound<'_, PyAny>,
         store: Option<String>,
         cache: Option<String>,
@@ -101,10 +101,10 @@ impl NativeLoader {
             reel_video::quiet_ffmpeg_logs();
             let entries: Vec<MixtureEntry> = sources
                 .into_iter()
-                .map(|(manifest, weight)| MixtureEntry {
+                .map(|(manifest, weight, own_store)| MixtureEntry {
                     manifest,
                     weight,
-                    store: store.clone(),
+                    store: own_store.or_else(|| store.clone()),
                 })
                 .collect();
             // With a cache, a store folder that is gone still serves what the cache holds.

@@ -85,3 +85,18 @@ def test_reel_dataset_takes_a_mixture(store, one_episode):
     counts = Counter(int(k) for b in loader for k in b["source"])
     direct = reel.Loader(mix, store["spec"], store["dir"], batch_size=4, shuffle="global", seed=2)
     assert [counts[0], counts[1]] == [direct.source_share(k)[0] for k in range(2)]
+
+
+def test_each_source_may_name_its_own_store(store, one_episode, tmp_path):
+    elsewhere = tmp_path / "elsewhere.arrow"
+    elsewhere.write_bytes(Path(one_episode).read_bytes())
+    mix = [(store["manifest"], 1.0, store["dir"]), (elsewhere, 1.0, Path(store["dir"]))]
+    loader = reel.Loader(mix, store["spec"], batch_size=4, shuffle="global", seed=5)
+    assert Counter(k for k, _, _ in sourced(loader)) == {
+        k: loader.source_share(k)[0] for k in range(2)
+    }
+    # Without its store, the copy's episodes are looked for beside it, and are not there.
+    with pytest.raises(reel.ReelError):
+        reel.Loader([(store["manifest"], 1.0, store["dir"]), (elsewhere, 1.0)], store["spec"])
+    with pytest.raises(reel.BadInputError, match="positive weights"):
+        reel.Loader([(elsewhere, 1.0, 7)], store["spec"])

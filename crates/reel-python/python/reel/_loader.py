@@ -52,21 +52,24 @@ def _integer(name: str, value: Any, least: int) -> None:
         raise _reel.BadInputError(f"{name} must be an integer of at least {least}, not {value!r}")
 
 
-def mixture_sources(manifest: Any) -> list[tuple[str, float]]:
-    """``manifest`` as (path or URI, weight) pairs: one manifest, or a list of
-    ``(manifest, weight)`` pairs (a weighted mixture), else ``reel.BadInputError``."""
+def mixture_sources(manifest: Any) -> list[tuple[str, float, str | None]]:
+    """``manifest`` as (path or URI, weight, store or None) triples: one manifest, or a
+    list of ``(manifest, weight)`` or ``(manifest, weight, store)`` (a weighted mixture,
+    each source's episodes in its own store where one is given), else
+    ``reel.BadInputError``."""
     if isinstance(manifest, (str, os.PathLike)):
-        return [(os.fspath(manifest), 1.0)]
+        return [(os.fspath(manifest), 1.0, None)]
     try:
         pairs = list(manifest)
     except TypeError:
         pairs = None
     sources = []
     for pair in pairs or [None]:
-        ok = isinstance(pair, (tuple, list)) and len(pair) == 2
-        path, weight = pair if ok else (None, None)
+        ok = isinstance(pair, (tuple, list)) and len(pair) in (2, 3)
+        path, weight, store = (tuple(pair) + (None,))[:3] if ok else (None, None, None)
         if (
             not isinstance(path, (str, os.PathLike))
+            or not (store is None or isinstance(store, (str, os.PathLike)))
             or isinstance(weight, bool)
             or not isinstance(weight, (int, float))
             or not weight > 0
@@ -74,9 +77,9 @@ def mixture_sources(manifest: Any) -> list[tuple[str, float]]:
         ):
             raise _reel.BadInputError(
                 f"manifest must be a path or URI, or a list of (manifest, weight) pairs with "
-                f"positive weights, not {manifest!r}"
+                f"positive weights (or (manifest, weight, store)), not {manifest!r}"
             )
-        sources.append((os.fspath(path), float(weight)))
+        sources.append((os.fspath(path), float(weight), None if store is None else os.fspath(store)))
     return sources
 
 
@@ -126,7 +129,8 @@ class Loader:
     Args:
         manifest: the Arrow IPC manifest ``reel-curate`` wrote: a local path or a store
             URI (``s3://bucket/runs/42/train.arrow?endpoint=…``, fetched once per node);
-            or a weighted mixture, a list of ``(manifest, weight)`` pairs. Each source of
+            or a weighted mixture, a list of ``(manifest, weight)`` pairs (or
+            ``(manifest, weight, store)``, that source's episodes in its own store). Each source of
             a mixture fills its weight's share of every epoch, which holds as many
             samples as the sources together; a source drawn beyond its size is cycled
             (each pass in a fresh order), one drawn less goes on in the next epoch where

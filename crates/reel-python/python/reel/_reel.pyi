@@ -38,7 +38,7 @@ class Loader:
     """The native loader behind ``reel.Loader``."""
     def __init__(
         self,
-        sources: list[tuple[str, float]],
+        sources: list[tuple[str, float, str | None]],
         spec: str | Mapping[str, Any],
         store: str | None = None,
         cache: str | None = None,
