@@ -7,7 +7,7 @@ use reel_loader::{LOADER_CHECKPOINT_FILE, SavedState};
 use reel_manifest::{Manifest, digest_text, node_manifest_dir, object_digest, open_uri};
 use reel_mcap::EpisodeReader;
 use reel_pipeline::EpisodeSummary;
-use reel_resilience::checkpoint::{CheckpointDir, MARKER};
+use reel_resilience::checkpoint::{CheckpointDir, MARKER, step_of_dir_name};
 
 use crate::error::LineageError;
 use crate::records::{EpisodeLineage, ManifestLineage, Record, Status};
@@ -71,8 +71,7 @@ impl Lineage {
             let step = path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix("step-"))
-                .and_then(|n| n.parse::<u64>().ok())
+                .and_then(step_of_dir_name)
                 .ok_or_else(|| not_lineage("a checkpoint folder is named step-<N>".into()))?;
             let root = path.parent().unwrap_or(Path::new("."));
             (CheckpointDir::open(root)?, step)

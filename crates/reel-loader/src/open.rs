@@ -18,7 +18,7 @@ use crate::spec::SampleSpec;
 /// absolute (a lineage may be read from another folder), a store URI without
 /// credentials.
 fn recorded_location(manifest: &str) -> String {
-    if manifest.contains("://") {
+    if reel_io::is_store_uri(manifest) {
         return reel_io::redact(manifest).into_owned();
     }
     std::path::absolute(manifest)

@@ -474,6 +474,11 @@ pub fn step_dir_name(step: u64) -> String {
     format!("{STEP_PREFIX}{step:010}")
 }
 
+/// The step a checkpoint directory's name tells ([`step_dir_name`]'s inverse).
+pub fn step_of_dir_name(name: &str) -> Option<u64> {
+    name.strip_prefix(STEP_PREFIX).and_then(parse_step)
+}
+
 /// [`CheckpointDir::latest`] on `root` (which must exist; nothing is created).
 pub fn latest_complete(root: impl AsRef<Path>) -> Result<Latest, CheckpointError> {
     let root = root.as_ref();
