@@ -1,12 +1,11 @@
-//! bf16 matrix products on AVX512-BF16 (`vdpbf16ps`: pairs of bf16 products summed into f32 lanes).
+//! bf16 arithmetic on the CPU: rounding f32 to bf16, and matrix products on AVX512-BF16
+//! (`vdpbf16ps`: pairs of bf16 products summed into f32 lanes).
 //!
 //! Newton–Schulz needs three products per iteration, and each is `C = A·Bᵗᵀ` for row-major operands
 //! whose rows are contiguous along the summed dimension: `X·Xᵀ`, `A·A = A·Aᵀ` (symmetric) and
 //! `B·X = B·(Xᵀ)ᵀ`. So one kernel covers them: both operands are stored as rows of bf16 *pairs* (two
 //! consecutive summed-dimension elements in one `u32`), which is the operand layout `vdpbf16ps` wants.
 //! The symmetric products compute only tiles on or below the diagonal.
-
-use crate::newton_schulz::round_bf16;
 
 /// Rows of a tile (broadcast operand).
 const MR: usize = 8;
@@ -26,6 +25,17 @@ pub(crate) fn supported() -> bool {
     {
         false
     }
+}
+
+/// Rounds an f32 to the nearest bf16 (ties to even), returned as f32.
+#[inline]
+pub fn round_bf16(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    let bits = x.to_bits();
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1));
+    f32::from_bits(rounded & 0xffff_0000)
 }
 
 fn bf16_bits(x: f32) -> u32 {
@@ -237,6 +247,15 @@ fn mirror_lower(a: &mut [f32], m: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bf16_rounding_ties_to_even() {
+        assert_eq!(round_bf16(1.0), 1.0);
+        // 1 + 2^-8 lies exactly between two bf16 values; ties go to the even mantissa (1.0).
+        assert_eq!(round_bf16(1.0 + 1.0 / 256.0), 1.0);
+        assert_eq!(round_bf16(1.0 + 3.0 / 256.0), 1.0 + 4.0 / 256.0);
+        assert_eq!(round_bf16(-2.5), -2.5);
+    }
 
     #[test]
     fn matches_a_plain_product_of_rounded_values() {

@@ -9,6 +9,9 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 
+// The rounding belongs to the bf16 arithmetic; the emulated path here rounds the same way.
+pub use crate::bf16::round_bf16;
+
 /// Keller Jordan's quintic coefficients `(a, b, c)`, as in `torch.optim.Muon`.
 pub const DEFAULT_COEFFICIENTS: [f32; 3] = [3.4445, -4.7750, 2.0315];
 
@@ -55,17 +58,6 @@ impl Default for NewtonSchulz {
 pub fn ns_flops(rows: usize, cols: usize, steps: usize) -> f64 {
     let (m, n) = (rows.min(cols) as f64, rows.max(cols) as f64);
     steps as f64 * (4.0 * m * m * n + 2.0 * m * m * m)
-}
-
-/// Rounds an f32 to the nearest bf16 (ties to even), returned as f32.
-#[inline]
-pub fn round_bf16(x: f32) -> f32 {
-    if x.is_nan() {
-        return x;
-    }
-    let bits = x.to_bits();
-    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1));
-    f32::from_bits(rounded & 0xffff_0000)
 }
 
 impl NewtonSchulz {
@@ -215,15 +207,6 @@ fn round_all(mut a: MatMut<'_, f32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bf16_rounding_ties_to_even() {
-        assert_eq!(round_bf16(1.0), 1.0);
-        // 1 + 2^-8 lies exactly between two bf16 values; ties go to the even mantissa (1.0).
-        assert_eq!(round_bf16(1.0 + 1.0 / 256.0), 1.0);
-        assert_eq!(round_bf16(1.0 + 3.0 / 256.0), 1.0 + 4.0 / 256.0);
-        assert_eq!(round_bf16(-2.5), -2.5);
-    }
 
     #[test]
     fn flops_match_the_dense_count() {
