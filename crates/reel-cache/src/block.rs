@@ -27,13 +27,15 @@ use std::fs::File;
 use std::io::Write;
 use std::ops::Range;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use twox_hash::XxHash3_64;
 
-use crate::open_blocks::BlockId;
+/// A block of one object version: (object id, block index). The header of its file
+/// records both, so a file at another block's path is refused.
+pub(crate) type BlockId = (u128, u64);
 
 const MAGIC: &[u8; 8] = b"REELBLK2";
 const FIXED_HEADER: usize = 8 + 16 + 8 + 8 + 4 + 4;
@@ -82,6 +84,43 @@ pub(crate) fn encode_header(payload: &[u8], page_size: u32, block: BlockId) -> V
     let check = XxHash3_64::oneshot(&header);
     header.extend_from_slice(&check.to_le_bytes());
     header
+}
+
+/// Names for block files while they are written. Every process sharing the folders
+/// writes blocks beside their final path, so each name carries a per-process nonce and a
+/// counter: two writers of the same block never write to the same file.
+#[derive(Debug)]
+pub(crate) struct TempNames {
+    nonce: u64,
+    counter: AtomicU64,
+}
+
+impl TempNames {
+    pub(crate) fn new() -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        Self {
+            nonce: XxHash3_64::oneshot(format!("{}-{nanos}", std::process::id()).as_bytes()),
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// A fresh hidden name beside `dest`, ending in `.tmp`: what eviction removes as a
+    /// crashed writer's leftover once it is old.
+    pub(crate) fn beside(&self, dest: &Path) -> PathBuf {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let file = dest
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        dest.with_file_name(format!(
+            ".{file}.{:x}-{}-{n}.tmp",
+            self.nonce,
+            std::process::id()
+        ))
+    }
 }
 
 /// Writes a complete block file to `tmp` (which must not exist yet) and renames it to

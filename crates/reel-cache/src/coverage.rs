@@ -1,7 +1,7 @@
 //! How much of an object a cache holds, read from the cache folders alone.
 
 use crate::block::BlockFile;
-use crate::cache::{block_path, object_id, read_meta};
+use crate::layout::{block_path, object_id, read_meta};
 use crate::{CacheConfig, Error, Result};
 
 /// The blocks of one object version present in a cache.

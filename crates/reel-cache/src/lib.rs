@@ -60,8 +60,12 @@ mod capacity;
 mod config;
 mod coverage;
 mod evict;
+mod fill;
+mod in_flight;
+mod layout;
 mod metrics;
 mod open_blocks;
+mod read;
 mod warm;
 mod working_set;
 
@@ -121,10 +125,10 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// What kind of failure this is: the store's errors keep their kind; the cache's own
-    /// folders, settings and pin lists are the environment's.
-    pub fn kind(&self) -> reel_io::ErrorKind {
+/// The store's errors keep their kind; the cache's own folders, settings and pin lists are
+/// the environment's.
+impl reel_io::Kinded for Error {
+    fn kind(&self) -> reel_io::ErrorKind {
         use reel_io::ErrorKind;
         match self {
             Self::Source(e) => e.kind(),
@@ -134,7 +138,9 @@ impl Error {
             }
         }
     }
+}
 
+impl Error {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         Self::Io {
             path: path.to_owned(),

@@ -17,10 +17,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::block::{BlockFault, BlockFile};
-
-/// A block of one object version: (object id, block index).
-pub(crate) type BlockId = (u128, u64);
+use crate::block::{BlockFault, BlockFile, BlockId};
 
 /// How often opening a handle also closes the stale ones.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(1);

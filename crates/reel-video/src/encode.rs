@@ -1,107 +1,16 @@
-//! H.264 encoding with libx264.
+//! The H.264 encoder: RGB frames (or decoded pictures, for a transcode) in, one access unit
+//! per frame out, as a chain of libx264 frames or as star GOPs.
 
-use ffmpeg_next::codec::{self, Id};
 use ffmpeg_next::format::Pixel;
 use ffmpeg_next::util::frame::Video as Frame;
-use ffmpeg_next::{Dictionary, Packet, Rational, encoder, picture};
+use ffmpeg_next::{encoder, picture};
 
-use crate::decode::Picture;
+use crate::encoder_config::{EncoderConfig, GopStructure};
+use crate::libx264::{EncodedFrame, drain, open_libx264};
+use crate::picture::Picture;
 use crate::scale::Scaler;
 use crate::star::StarCoder;
 use crate::{Error, Result, RgbImage, ffmpeg_err};
-
-/// Chroma subsampling of the encoded stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ChromaFormat {
-    /// 4:2:0, what every hardware and browser decoder plays (Foxglove included).
-    #[default]
-    Yuv420,
-    /// 4:4:4 (High 4:4:4 profile): sharper colour edges, larger, not playable everywhere.
-    Yuv444,
-}
-
-impl ChromaFormat {
-    fn pixel(self) -> Pixel {
-        match self {
-            Self::Yuv420 => Pixel::YUV420P,
-            Self::Yuv444 => Pixel::YUV444P,
-        }
-    }
-}
-
-/// How the frames of a GOP predict from each other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum GopStructure {
-    /// Each frame predicts from the one before it (libx264's own P chain): the smallest
-    /// files; a frame `k` frames into its GOP decodes from `k + 1` access units.
-    #[default]
-    Chain,
-    /// Each frame after the keyframe predicts from the keyframe alone and is not a
-    /// reference picture: any frame decodes from at most two access units, its keyframe
-    /// and itself, and a decoder skips the units in between. Plain H.264 (no B-frames,
-    /// decode order = presentation order), so Foxglove plays it. Costs about four times
-    /// the encoding time (a libx264 per frame) and larger P-frames the further they are
-    /// from their keyframe.
-    Star,
-}
-
-/// The H.264 encoder Reel uses unless told otherwise.
-pub const DEFAULT_ENCODER: &str = "libx264";
-
-/// Encoder settings. The defaults are Reel's canonical camera settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EncoderConfig {
-    /// FFmpeg's name of the H.264 encoder. The settings below (preset, tune, x264 params)
-    /// are libx264's: another encoder must accept them and keep the GOP rules.
-    pub encoder: String,
-    /// Frames per GOP; every GOP starts with an IDR keyframe and stands alone.
-    pub gop: u32,
-    /// Constant rate factor (0 lossless … 51 worst).
-    pub crf: f32,
-    /// libx264 preset (`ultrafast` … `veryslow`).
-    pub preset: String,
-    /// libx264 tune; `fastdecode` disables CABAC and in-loop deblocking costs for cheap decodes.
-    pub tune: Option<String>,
-    /// B-frames between references; 0 keeps decode order equal to presentation order.
-    /// Must be 0 with [`GopStructure::Star`].
-    pub b_frames: u32,
-    /// How frames of a GOP predict from each other.
-    pub structure: GopStructure,
-    /// Chroma subsampling.
-    pub chroma: ChromaFormat,
-    /// Nominal frame rate, used by rate control only (timestamps travel outside the stream).
-    pub fps: u32,
-    /// libx264 threads; 0 lets x264 decide. Use 1 when encoding many streams in parallel.
-    pub threads: u32,
-}
-
-impl Default for EncoderConfig {
-    fn default() -> Self {
-        Self {
-            encoder: DEFAULT_ENCODER.into(),
-            gop: 30,
-            crf: 23.0,
-            preset: "medium".into(),
-            tune: Some("fastdecode".into()),
-            b_frames: 0,
-            structure: GopStructure::Chain,
-            chroma: ChromaFormat::Yuv420,
-            fps: 30,
-            threads: 0,
-        }
-    }
-}
-
-/// One encoded frame: an H.264 access unit in Annex B form.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EncodedFrame {
-    /// The access unit (start codes included; keyframes carry SPS and PPS).
-    pub data: Vec<u8>,
-    /// Index of the input frame it encodes (order of [`H264Encoder::push`] calls).
-    pub index: u64,
-    /// Whether this is an IDR keyframe, where decoding can start.
-    pub keyframe: bool,
-}
 
 /// Encodes RGB frames of one camera to H.264. One per stream; not shared between threads.
 ///
@@ -116,22 +25,6 @@ pub struct H264Encoder {
     width: usize,
     height: usize,
     next_index: i64,
-}
-
-/// The instruction sets x264 may use, where its own choice would make output depend on
-/// more than the input. x264's AVX-512 code reads memory it did not write: an encoder
-/// opened after others in one process (a second camera, a second episode) coded the same
-/// frames to different bytes run to run. Its AVX2 code is byte-reproducible and as fast
-/// (docs/BENCHMARKS.md), so CPUs with AVX-512 get AVX2; the others keep x264's choice.
-fn x264_cpu_override() -> Option<&'static str> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx2")
-    {
-        // x264's names are cumulative ("AVX2" includes SSE2 to BMI2); "Cache64" restores
-        // the cache-line hint its own detection would set.
-        return Some("AVX2,Cache64");
-    }
-    None
 }
 
 /// The size a frame of `width` x `height` is coded at: the next even size.
@@ -305,71 +198,3 @@ impl H264Encoder {
         }
     }
 }
-
-/// Opens libx264 (or the configured encoder) for frames of `coded` size, with Reel's
-/// settings and `params` for x264.
-pub(crate) fn open_libx264(
-    config: &EncoderConfig,
-    (coded_width, coded_height): (usize, usize),
-    params: &str,
-) -> Result<encoder::Video> {
-    let codec = encoder::find_by_name(&config.encoder)
-        .ok_or_else(|| Error::CodecMissing(config.encoder.clone()))?;
-    let mut context = codec::context::Context::new_with_codec(codec)
-        .encoder()
-        .video()
-        .map_err(ffmpeg_err("creating the H.264 encoder"))?;
-    context.set_width(coded_width as u32);
-    context.set_height(coded_height as u32);
-    context.set_format(config.chroma.pixel());
-    context.set_time_base(Rational::new(1, config.fps as i32));
-    context.set_frame_rate(Some(Rational::new(config.fps as i32, 1)));
-    context.set_gop(config.gop);
-    context.set_max_b_frames(config.b_frames as usize);
-    let mut options = Dictionary::new();
-    options.set("preset", &config.preset);
-    if let Some(tune) = &config.tune {
-        options.set("tune", tune);
-    }
-    options.set("crf", &config.crf.to_string());
-    options.set("threads", &config.threads.to_string());
-    // A frame flagged as I becomes an IDR, so forced keyframes start closed GOPs.
-    options.set("forced-idr", "1");
-    // Fixed GOPs (no scene-cut keyframes, in `params`) so camera chunks align with GOP
-    // boundaries; headers on every keyframe so any GOP decodes alone.
-    options.set(
-        "x264-params",
-        &format!(
-            "{params}{}",
-            x264_cpu_override().map_or(String::new(), |cpu| format!(":asm={cpu}")),
-        ),
-    );
-    context
-        .open_as_with(codec, options)
-        .map_err(ffmpeg_err("opening libx264"))
-}
-
-/// The access units `encoder` has ready.
-pub(crate) fn drain(encoder: &mut encoder::Video) -> Result<Vec<EncodedFrame>> {
-    let mut out = Vec::new();
-    let mut packet = Packet::empty();
-    loop {
-        match encoder.receive_packet(&mut packet) {
-            Ok(()) => out.push(EncodedFrame {
-                data: packet.data().unwrap_or_default().to_vec(),
-                index: packet.pts().unwrap_or(0).max(0) as u64,
-                keyframe: packet.is_key(),
-            }),
-            Err(ffmpeg_next::Error::Eof) => break,
-            Err(ffmpeg_next::Error::Other { errno })
-                if errno == ffmpeg_next::util::error::EAGAIN =>
-            {
-                break;
-            }
-            Err(e) => return Err(ffmpeg_err("receiving a packet from libx264")(e)),
-        }
-    }
-    Ok(out)
-}
-
-pub(crate) const H264: Id = Id::H264;

@@ -46,8 +46,11 @@ mod container;
 mod decode;
 mod depth;
 mod encode;
+mod encoder_config;
 pub mod h264;
+mod libx264;
 mod mp4_writer;
+mod picture;
 pub mod quality;
 mod raw;
 mod scale;
@@ -56,18 +59,18 @@ mod stream;
 pub use scale::RgbConversion;
 
 pub use container::{ContainerUnit, VideoSpan, read_video_span};
-pub use decode::{H264Decoder, ImageDecoder, ImageFormat, Picture};
+pub use decode::{H264Decoder, ImageDecoder, ImageFormat};
 pub use depth::{
     DepthCodec, DepthImage, DepthLayout, DepthUnit, check_depth, compressed_depth_format,
     decode_compressed_depth, metres_to_mm, mm_to_metres, raw_to_depth, rvl,
 };
-pub use encode::{
-    ChromaFormat, DEFAULT_ENCODER, EncodedFrame, EncoderConfig, GopStructure, H264Encoder,
-    coded_size,
-};
+pub use encode::{H264Encoder, coded_size};
+pub use encoder_config::{ChromaFormat, DEFAULT_ENCODER, EncoderConfig, GopStructure};
+pub use libx264::EncodedFrame;
 pub use mp4_writer::{Mp4Encoding, Mp4Writer};
+pub use picture::Picture;
 pub use raw::{BayerPattern, PixelLayout, check_raw, raw_to_rgb};
-pub use reel_io::ErrorKind;
+pub use reel_io::{ErrorKind, Kinded};
 pub use stream::{StreamDecoder, VideoCodec};
 
 /// Errors of encoding and decoding.
@@ -116,10 +119,10 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// What kind of failure this is: bytes that do not decode are bad input; a codec this
-    /// FFmpeg lacks, or FFmpeg failing on its own, is the environment.
-    pub fn kind(&self) -> ErrorKind {
+/// Bytes that do not decode are bad input; a codec this FFmpeg lacks, or FFmpeg failing
+/// on its own, is the environment.
+impl Kinded for Error {
+    fn kind(&self) -> ErrorKind {
         match self {
             Self::InvalidInput(_)
             | Self::Decode { .. }

@@ -14,8 +14,9 @@
 use ffmpeg_next::picture;
 use ffmpeg_next::util::frame::Video as Frame;
 
-use crate::encode::{EncodedFrame, EncoderConfig, drain, open_libx264};
+use crate::encoder_config::EncoderConfig;
 use crate::h264::{ParameterSets, Rewrite, rewrite_access_unit};
+use crate::libx264::{EncodedFrame, drain, open_libx264};
 use crate::{Error, Result, ffmpeg_err};
 
 /// The keyframe of the GOP being encoded.

@@ -5,7 +5,8 @@ use ffmpeg_next::codec::Id;
 use ffmpeg_next::util::frame::Video as Frame;
 use ffmpeg_next::{Packet, decoder};
 
-use crate::decode::{Picture, is_again, open_decoder};
+use crate::decode::{is_again, open_decoder};
+use crate::picture::Picture;
 use crate::scale::Scaler;
 use crate::{Error, Result, RgbConversion, RgbImage};
 
