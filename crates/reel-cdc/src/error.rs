@@ -1,6 +1,9 @@
 //! Errors of change capture, each saying what kind of failure it is and what to fix.
 
-/// What kind of failure an [`Error`] is: what a caller should do about it.
+use reel_io::Kinded;
+
+/// Which part of change capture failed, finer than Reel's [`reel_io::ErrorKind`]: what to
+/// fix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -46,9 +49,29 @@ pub enum Error {
     Replication { url: String, reason: String },
 }
 
+/// Reel's kind, which decides what a caller does: a database that cannot be reached may be
+/// back soon (retry); credentials, server settings, slots and tables that capture cannot
+/// follow fail the run until they are fixed; a change part or progress record that does
+/// not read is bad input; the store's errors keep their kind.
+impl Kinded for Error {
+    fn kind(&self) -> reel_io::ErrorKind {
+        use reel_io::ErrorKind as Reel;
+        match self {
+            Self::Unreachable { .. } => Reel::Transient,
+            Self::Credentials { .. }
+            | Self::ServerConfig { .. }
+            | Self::Schema { .. }
+            | Self::Slot { .. }
+            | Self::Replication { .. } => Reel::Environment,
+            Self::Part { .. } => Reel::BadInput,
+            Self::Store(e) => e.kind(),
+        }
+    }
+}
+
 impl Error {
-    /// The kind of failure.
-    pub fn kind(&self) -> ErrorKind {
+    /// Which part of change capture failed.
+    pub fn capture_kind(&self) -> ErrorKind {
         match self {
             Self::Unreachable { .. } => ErrorKind::Unreachable,
             Self::Credentials { .. } => ErrorKind::Credentials,
@@ -111,3 +134,36 @@ impl Error {
 
 /// Results of change capture.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reel_io::ErrorKind as Reel;
+
+    #[test]
+    fn capture_kinds_map_onto_reel_s() {
+        let url = || "postgres://db".to_owned();
+        let reason = || "x".to_owned();
+        let down = Error::Unreachable {
+            url: url(),
+            reason: reason(),
+        };
+        assert_eq!(down.capture_kind(), ErrorKind::Unreachable);
+        assert_eq!(down.kind(), Reel::Transient);
+        let refused = Error::Credentials {
+            url: url(),
+            reason: reason(),
+        };
+        assert_eq!(refused.kind(), Reel::Environment);
+        let part = Error::Part {
+            name: "changes/progress.json".into(),
+            reason: reason(),
+        };
+        assert_eq!(part.capture_kind(), ErrorKind::Store);
+        assert_eq!(part.kind(), Reel::BadInput);
+        let replaced = Error::Store(reel_io::Error::Changed {
+            name: "changes/progress.json".into(),
+        });
+        assert_eq!(replaced.kind(), Reel::Changed);
+    }
+}

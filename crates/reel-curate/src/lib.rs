@@ -95,6 +95,29 @@ pub enum CurateError {
     BadCompaction { key: String, reason: String },
 }
 
+/// The store's and the manifest's errors keep their kind; a warehouse with no episodes is
+/// the environment's (the wrong URI, or nothing ingested yet); the rest is the query or the
+/// data it read, bad input.
+impl reel_io::Kinded for CurateError {
+    fn kind(&self) -> reel_io::ErrorKind {
+        use reel_io::ErrorKind;
+        match self {
+            Self::Store { source, .. } => source.kind(),
+            Self::Manifest(e) => e.kind(),
+            Self::EmptyWarehouse { .. } => ErrorKind::Environment,
+            Self::Query(_)
+            | Self::Refused(_)
+            | Self::ChangeLog { .. }
+            | Self::MissingColumn { .. }
+            | Self::ColumnType { .. }
+            | Self::Null { .. }
+            | Self::NoEpisodes
+            | Self::DuplicateEpisode { .. }
+            | Self::BadCompaction { .. } => ErrorKind::BadInput,
+        }
+    }
+}
+
 /// A warehouse: the `episodes` Parquet files of a store, as of one moment.
 #[derive(Debug, Clone)]
 pub struct Warehouse {

@@ -12,6 +12,7 @@ use reel_curate::{
     CompactOptions, CompactionState, CurateError, CurationOptions, QueryRefusal, Warehouse,
     compact, compact_with, curate_to_manifest, curate_to_manifest_with,
 };
+use reel_io::{ErrorKind, Kinded};
 use reel_manifest::{Manifest, SamplingRule};
 
 const SEED: u64 = 17;
@@ -459,6 +460,7 @@ fn bad_queries_and_warehouses_give_clear_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let err = Warehouse::open(dir.path().to_str().expect("utf-8")).expect_err("empty");
     assert!(matches!(err, CurateError::EmptyWarehouse { .. }), "{err}");
+    assert_eq!(err.kind(), ErrorKind::Environment, "{err}");
     build_warehouse(dir.path());
     let warehouse = Warehouse::open(dir.path().to_str().expect("utf-8")).expect("opens");
     let rule = SamplingRule::at_hz(10.0, 0.0, 0.0);
@@ -469,9 +471,11 @@ fn bad_queries_and_warehouses_give_clear_errors() {
         matches!(err, CurateError::Refused(QueryRefusal::UnknownTable(..))),
         "{err}"
     );
+    assert_eq!(err.kind(), ErrorKind::BadInput, "{err}");
     let err = curate_to_manifest(&warehouse, "SELECT episode_id FROM episodes", rule, &out)
         .expect_err("too few columns");
     assert!(err.to_string().contains("uri"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::BadInput, "{err}");
     assert!(!out.exists(), "no manifest after a failed curation");
 }
 

@@ -1,6 +1,6 @@
 //! What can go wrong importing a dataset, and what kind of failure each is.
 
-use reel_io::ErrorKind;
+use reel_io::{ErrorKind, Kinded};
 
 /// An import failure. Each names the file (or dataset) it is about.
 #[derive(Debug, thiserror::Error)]
@@ -48,10 +48,10 @@ pub enum Error {
     Pipeline(#[from] reel_pipeline::Error),
 }
 
-impl Error {
-    /// Whether the input is at fault (set that episode aside, go on) or the run's
-    /// environment (fail loudly).
-    pub fn kind(&self) -> ErrorKind {
+/// Whether the input is at fault (set that episode aside, go on) or the run's environment
+/// (fail loudly).
+impl Kinded for Error {
+    fn kind(&self) -> ErrorKind {
         match self {
             Self::Dataset { .. } => ErrorKind::BadInput,
             Self::Read { source, .. } | Self::Write { source, .. } => ErrorKind::of_io(source),
@@ -62,7 +62,9 @@ impl Error {
             Self::Pipeline(e) => e.kind(),
         }
     }
+}
 
+impl Error {
     pub(crate) fn dataset(path: impl std::fmt::Display, reason: impl Into<String>) -> Self {
         Self::Dataset {
             path: path.to_string(),

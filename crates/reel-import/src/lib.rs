@@ -29,7 +29,7 @@ pub mod lerobot;
 use std::collections::BTreeSet;
 
 use rayon::prelude::*;
-use reel_io::{ErrorKind, Store};
+use reel_io::{ErrorKind, Kinded, Store};
 use reel_mcap::LandingLog;
 use reel_pipeline::{BatchReport, BatchSpec, Event, Pipeline, PipelineConfig, RunOptions};
 use serde::Serialize;

@@ -13,7 +13,7 @@ use arrow_array::types::{Float32Type, Int64Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reel_import::lerobot::{Dataset, keys};
 use reel_import::{ImportReport, config_for, default_config, import};
-use reel_io::{MmapSource, Store};
+use reel_io::{Kinded, MmapSource, Store};
 use reel_mcap::EpisodeReader;
 use reel_pipeline::RunOptions;
 use reel_video::quality::psnr;

@@ -86,8 +86,8 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What kind of failure an error is, which decides what a caller does about it: every
-/// Reel crate's error answers `kind()`, so ingest quarantines, fails or retries from the
-/// kind instead of matching variants of several crates.
+/// Reel crate's error implements [`Kinded`], so ingest quarantines, fails or retries from
+/// the kind instead of matching variants of several crates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -102,6 +102,15 @@ pub enum ErrorKind {
     Changed,
     /// A failure that may pass by itself (timeout, throttling, connection reset): retry.
     Transient,
+}
+
+/// An error that knows its [`ErrorKind`]. Every Reel crate's errors implement it, and a
+/// wrapping error answers its cause's kind, so a caller decides to quarantine, fail, read
+/// again or retry from `kind()` alone, whichever crate the error came through, never from
+/// a message or the variants of several crates.
+pub trait Kinded: std::error::Error {
+    /// What kind of failure this is.
+    fn kind(&self) -> ErrorKind;
 }
 
 impl ErrorKind {
@@ -132,9 +141,8 @@ impl std::fmt::Display for ErrorKind {
     }
 }
 
-impl Error {
-    /// What kind of failure this is.
-    pub fn kind(&self) -> ErrorKind {
+impl Kinded for Error {
+    fn kind(&self) -> ErrorKind {
         match self {
             Self::Io { source, .. } => io_kind(source),
             Self::Store { source, .. } => store_kind(source),

@@ -1,7 +1,7 @@
 //! Small inputs (plans, sample specs, configs, SQL) named by a local path or a store URI,
 //! so a job's inputs can live next to its data in object storage.
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Kinded};
 use crate::store::{Store, split_object_uri};
 
 /// Why an input could not be read.
@@ -28,9 +28,9 @@ pub enum InputError {
     },
 }
 
-impl InputError {
-    /// What kind of failure this is: the file's or the store's, or bad input.
-    pub fn kind(&self) -> ErrorKind {
+/// The file's or the store's kind, or bad input.
+impl Kinded for InputError {
+    fn kind(&self) -> ErrorKind {
         match self {
             Self::Local { source, .. } => ErrorKind::of_io(source),
             Self::Store(e) => e.kind(),

@@ -40,6 +40,7 @@ pub fn confine_key(key: &str) -> Result<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Kinded;
 
     #[test]
     fn keys_stay_inside_their_store() {

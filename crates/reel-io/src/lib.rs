@@ -36,7 +36,7 @@ mod store;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Kinded, Result};
 pub use input::{InputError, is_store_uri, read_input, read_text_input};
 pub use key::confine_key;
 pub use redact::{redact, redact_secrets};

@@ -4,8 +4,8 @@
 
 use reel_io::test_support::S3Server;
 use reel_io::{
-    ByteSource, CountingSource, Error, FileSource, MemorySource, MmapSource, Store, open_object,
-    split_object_uri, write_file_atomic,
+    ByteSource, CountingSource, Error, FileSource, Kinded, MemorySource, MmapSource, Store,
+    open_object, split_object_uri, write_file_atomic,
 };
 
 fn pattern(n: usize) -> Vec<u8> {

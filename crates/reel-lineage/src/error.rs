@@ -26,14 +26,14 @@ pub enum LineageError {
     Output(#[from] std::io::Error),
 }
 
-impl LineageError {
-    /// What kind of failure this is: the wrapped error's kind; a path that holds no
-    /// lineage is bad input; an output that cannot be written is the environment's.
-    pub fn kind(&self) -> reel_io::ErrorKind {
+/// The wrapped error's kind; a path that holds no lineage is bad input; an output that
+/// cannot be written keeps its I/O kind.
+impl reel_io::Kinded for LineageError {
+    fn kind(&self) -> reel_io::ErrorKind {
         use reel_io::ErrorKind;
         match self {
             Self::NotLineage { .. } => ErrorKind::BadInput,
-            Self::Checkpoint(_) => ErrorKind::BadInput,
+            Self::Checkpoint(e) => e.kind(),
             Self::Loader(e) => e.kind(),
             Self::Manifest(e) => e.kind(),
             Self::Io(e) => e.kind(),

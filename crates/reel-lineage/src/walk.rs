@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use reel_io::{ByteSource, MemorySource, Store, split_object_uri};
+use reel_io::{ByteSource, Kinded, MemorySource, Store, split_object_uri};
 use reel_loader::{LOADER_CHECKPOINT_FILE, SavedState};
 use reel_manifest::{Manifest, digest_text, node_manifest_dir, object_digest, open_uri};
 use reel_mcap::EpisodeReader;

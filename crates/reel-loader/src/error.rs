@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use reel_io::Kinded;
+
 /// What can go wrong building a loader or a batch.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -98,11 +100,11 @@ pub enum LoaderError {
     WorkerLost { batch: u64, reason: String },
 }
 
-impl LoaderError {
-    /// What kind of failure this is: wrapped errors keep their cause's kind; an episode
-    /// without what the spec asks for is bad input; a spec, shard or resume state that
-    /// does not fit, and a lost worker (a bug, not the data), are the environment's.
-    pub fn kind(&self) -> reel_io::ErrorKind {
+/// Wrapped errors keep their cause's kind; an episode without what the spec asks for is
+/// bad input; a spec, shard or resume state that does not fit, and a lost worker (a bug,
+/// not the data), are the environment's.
+impl Kinded for LoaderError {
+    fn kind(&self) -> reel_io::ErrorKind {
         use reel_io::ErrorKind;
         match self {
             Self::Manifest(e) => e.kind(),
@@ -131,7 +133,7 @@ pub type Result<T, E = LoaderError> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::LoaderError;
-    use reel_io::ErrorKind;
+    use reel_io::{ErrorKind, Kinded};
 
     #[test]
     fn wrapped_errors_keep_their_cause_s_kind() {

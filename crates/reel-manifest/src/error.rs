@@ -46,11 +46,10 @@ pub enum ManifestError {
     FetchTimeout { path: PathBuf, seconds: u64 },
 }
 
-impl ManifestError {
-    /// What kind of failure this is: a file that is not a valid manifest is bad input; a
-    /// request outside it (a sample, a row, a shard) is the caller's; waiting for another
-    /// rank's download may pass.
-    pub fn kind(&self) -> reel_io::ErrorKind {
+/// A file that is not a valid manifest is bad input; a request outside it (a sample, a
+/// row, a shard) is the caller's; waiting for another rank's download may pass.
+impl reel_io::Kinded for ManifestError {
+    fn kind(&self) -> reel_io::ErrorKind {
         use reel_io::ErrorKind;
         match self {
             Self::Io { source, .. } => ErrorKind::of_io(source),
@@ -67,7 +66,9 @@ impl ManifestError {
             Self::FetchTimeout { .. } => ErrorKind::Transient,
         }
     }
+}
 
+impl ManifestError {
     pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
         move |source| Self::Io {
             path: path.to_path_buf(),

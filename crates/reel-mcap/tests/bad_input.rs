@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Cursor;
 
-use reel_io::MemorySource;
+use reel_io::{Kinded, MemorySource};
 use reel_mcap::{EpisodeReader, Error, PackConfig, pack_episode};
 use reel_synth::{FaultKind, FaultRates, SynthConfig, generate_episode};
 use reel_video::H264Decoder;

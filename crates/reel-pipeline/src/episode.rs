@@ -183,6 +183,7 @@ fn landing_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Kinded;
     use reel_synth::{SynthConfig, generate_episode};
 
     #[test]

@@ -69,7 +69,7 @@ pub use plan::{
     BatchTarget, Plan, PlanBatch, PlanEpisode, bin_pack, list_landing, make_plan, start_jitter,
 };
 pub use qc::{CameraStats, CheckKind, Finding, QcConfig, QcMetrics, QcReport, quality_check};
-pub use reel_io::ErrorKind;
+pub use reel_io::{ErrorKind, Kinded};
 pub use reel_mcap::EncodeConfig;
 pub use resample::{CameraGrid, GridSignal, ResampleConfig, Resampled, resample};
 pub use state::{Claim, CommitRecord, Quarantine, StateStore};
@@ -139,12 +139,11 @@ pub enum Error {
     Config(String),
 }
 
-impl Error {
-    /// What kind of failure this is, which decides what ingest does: bad input is
-    /// quarantined and the run goes on; the environment fails the batch (nothing is
-    /// quarantined, a rerun on a good worker resumes it); a changed object is read again;
-    /// a transient failure fails the batch for a retry.
-    pub fn kind(&self) -> ErrorKind {
+/// The kind decides what ingest does: bad input is quarantined and the run goes on; the
+/// environment fails the batch (nothing is quarantined, a rerun on a good worker resumes
+/// it); a changed object is read again; a transient failure fails the batch for a retry.
+impl Kinded for Error {
+    fn kind(&self) -> ErrorKind {
         match self {
             Self::Io(e) => e.kind(),
             Self::Mcap(e) => e.kind(),

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use arrow_array::{Array, StringArray};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use reel_io::{ByteSource, Store};
+use reel_io::{ByteSource, Kinded, Store};
 use reel_mcap::EpisodeReader;
 use reel_pipeline::{
     BatchSpec, EpisodeStatus, Event, LabelSet, Pipeline, PipelineConfig, Profile, RunOptions, Step,

@@ -7,18 +7,9 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use reel_resilience::checkpoint::{CheckpointDir, CheckpointError};
+use reel_resilience::checkpoint::CheckpointDir;
 
-use crate::errors::{chain, exception};
-
-fn raise(error: CheckpointError) -> PyErr {
-    let kind = match &error {
-        CheckpointError::Io { source, .. } => reel_io::ErrorKind::of_io(source),
-        CheckpointError::NotFound { .. } => reel_io::ErrorKind::Environment,
-        _ => reel_io::ErrorKind::BadInput,
-    };
-    exception(kind, chain(&error))
-}
+use crate::errors::OrRaise;
 
 /// Saves `files` (name → bytes) as checkpoint `step` under `root`: written to a
 /// temporary directory, fsynced, marked complete with every file's checksum and renamed
@@ -39,9 +30,9 @@ pub fn save_checkpoint(
         blobs.push((name, Cow::Owned(bytes.as_bytes().to_vec())));
     }
     py.detach(move || {
-        let dir = CheckpointDir::open(root).map_err(raise)?;
+        let dir = CheckpointDir::open(root).or_raise()?;
         let refs: Vec<(&str, &[u8])> = blobs.iter().map(|(n, d)| (n.as_str(), &**d)).collect();
-        Ok(dir.save(step, &refs).map_err(raise)?.path)
+        Ok(dir.save(step, &refs).or_raise()?.path)
     })
 }
 
@@ -53,10 +44,10 @@ pub fn latest_checkpoint<'py>(
     root: PathBuf,
 ) -> PyResult<Option<(u64, Bound<'py, PyDict>)>> {
     let loaded = py.detach(move || {
-        let dir = CheckpointDir::open(root).map_err(raise)?;
-        match dir.latest().map_err(raise)?.checkpoint {
+        let dir = CheckpointDir::open(root).or_raise()?;
+        match dir.latest().or_raise()?.checkpoint {
             None => Ok::<_, PyErr>(None),
-            Some(info) => Ok(Some(dir.load(info.step).map_err(raise)?)),
+            Some(info) => Ok(Some(dir.load(info.step).or_raise()?)),
         }
     })?;
     let Some(checkpoint) = loaded else {

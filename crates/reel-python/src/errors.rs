@@ -1,11 +1,12 @@
 //! Reel's errors as Python exceptions: one class per [`ErrorKind`], all under
 //! `reel.ReelError`, each message naming the file and what is wrong (the whole chain of
-//! causes, as the CLIs print it).
+//! causes, as the CLIs print it). Any error that implements [`Kinded`] converts the same
+//! way, so the class is decided by the crate that knows the error, never here.
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::{PyErr, create_exception};
-use reel_io::ErrorKind;
+use reel_io::{ErrorKind, Kinded};
 
 create_exception!(
     reel,
@@ -90,66 +91,25 @@ pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Reel's errors that know their kind, turned into exceptions.
-pub trait IntoPyErr {
-    fn into_py_err(self) -> PyErr;
-}
-
-macro_rules! kinded {
-    ($($t:ty),*) => {$(
-        impl IntoPyErr for $t {
-            fn into_py_err(self) -> PyErr {
-                exception(self.kind(), chain(&self))
-            }
-        }
-    )*};
-}
-kinded!(
-    reel_io::Error,
-    reel_mcap::Error,
-    reel_manifest::ManifestError,
-    reel_cache::Error
-);
-
-impl IntoPyErr for reel_loader::LoaderError {
-    fn into_py_err(self) -> PyErr {
-        match self {
-            lost @ reel_loader::LoaderError::WorkerLost { .. } => {
-                WorkerLostError::new_err(chain(&lost))
-            }
-            other => exception(other.kind(), chain(&other)),
-        }
+/// The exception for a Reel error: the class of its kind, the message its whole chain of
+/// causes. A lost loader worker has a class of its own, since a trainer handles it apart
+/// from any other environment failure (the epoch ends; resume from `state_dict()`).
+pub fn exception_of<E: Kinded + 'static>(error: E) -> PyErr {
+    let message = chain(&error);
+    let as_error: &(dyn std::error::Error + 'static) = &error;
+    if let Some(reel_loader::LoaderError::WorkerLost { .. }) = as_error.downcast_ref() {
+        return WorkerLostError::new_err(message);
     }
+    exception(error.kind(), message)
 }
 
-#[cfg(feature = "curate")]
-impl IntoPyErr for reel_curate::CurateError {
-    fn into_py_err(self) -> PyErr {
-        use reel_curate::CurateError as E;
-        let kind = match &self {
-            E::Store { source, .. } => source.kind(),
-            E::Manifest(e) => e.kind(),
-            E::EmptyWarehouse { .. } => ErrorKind::Environment,
-            // The query or the data it read.
-            _ => ErrorKind::BadInput,
-        };
-        exception(kind, chain(&self))
-    }
-}
-
-impl IntoPyErr for reel_io::InputError {
-    fn into_py_err(self) -> PyErr {
-        exception(self.kind(), chain(&self))
-    }
-}
-
-/// `result.map_err(IntoPyErr::into_py_err)`, shorter.
+/// `result.map_err(exception_of)`, shorter.
 pub trait OrRaise<T> {
     fn or_raise(self) -> PyResult<T>;
 }
 
-impl<T, E: IntoPyErr> OrRaise<T> for Result<T, E> {
+impl<T, E: Kinded + 'static> OrRaise<T> for Result<T, E> {
     fn or_raise(self) -> PyResult<T> {
-        self.map_err(IntoPyErr::into_py_err)
+        self.map_err(exception_of)
     }
 }

@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
+use reel_io::Kinded;
 use reel_loader::SampleSpec;
 
 use crate::errors::{OrRaise, bad_input, exception};

@@ -201,6 +201,19 @@ pub enum SuperviseError {
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
 }
 
+/// A trainer that cannot be started or watched keeps its I/O kind; a missing command is
+/// the caller's setting, the environment's.
+impl reel_io::Kinded for SuperviseError {
+    fn kind(&self) -> reel_io::ErrorKind {
+        use reel_io::ErrorKind;
+        match self {
+            Self::NoCommand => ErrorKind::Environment,
+            Self::Spawn { source, .. } | Self::Wait { source, .. } => ErrorKind::of_io(source),
+            Self::Checkpoint(e) => e.kind(),
+        }
+    }
+}
+
 /// Why one run of the trainer ended.
 enum RunEnd {
     Exited(ExitStatus),

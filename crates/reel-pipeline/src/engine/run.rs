@@ -14,7 +14,7 @@ use crate::engine::report::{BatchReport, EpisodeEvent, EpisodeStatus, Event, Ste
 use crate::enrich::{Enricher, MotionSegments};
 use crate::segment::check_segment;
 use crate::state::{CommitRecord, Quarantine, StateStore};
-use crate::{ErrorKind, Result, now_ns};
+use crate::{ErrorKind, Kinded, Result, now_ns};
 
 /// The ingest pipeline over a landing store and an output store.
 #[derive(Debug)]

@@ -15,7 +15,7 @@ use crate::engine::run::{Pipeline, Sink, StepWork};
 use crate::enrich::{Enricher, LabelSet};
 use crate::index::{encode_warehouse, row_of};
 use crate::state::{Claim, CommitRecord, Quarantine, StateStore};
-use crate::{Error, ErrorKind, Result, now_ns};
+use crate::{Error, ErrorKind, Kinded, Result, now_ns};
 
 /// Fingerprint of a landing recording's bytes (all its files, in order).
 fn landing_digest(files: &reel_mcap::LandingFiles) -> String {

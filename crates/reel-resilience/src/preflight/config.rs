@@ -164,6 +164,17 @@ pub enum ConfigError {
     },
 }
 
+/// A configuration is the run's setting: one that does not parse is the environment's,
+/// as in every Reel crate; one that cannot be read keeps its I/O kind.
+impl reel_io::Kinded for ConfigError {
+    fn kind(&self) -> reel_io::ErrorKind {
+        match self {
+            Self::Io { source, .. } => reel_io::ErrorKind::of_io(source),
+            Self::Parse { .. } => reel_io::ErrorKind::Environment,
+        }
+    }
+}
+
 impl PreflightConfig {
     /// Reads a TOML file; fields not given keep their defaults, unknown fields are errors.
     pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
