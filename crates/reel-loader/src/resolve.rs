@@ -4,6 +4,7 @@
 
 use reel_io::ByteSource;
 use reel_mcap::EpisodeReader;
+use reel_mcap::records::ChannelContent;
 
 use crate::error::{LoaderError, Result};
 use crate::mixture::Catalog;
@@ -110,27 +111,18 @@ impl Plans {
         };
         let channel = |topic: &str| {
             reader
-                .channel(topic)
+                .channel_info(topic)
+                .map(|info| info.content)
                 .map_err(|e| mismatch(format!("the spec's topic {topic}: {e}")))
         };
         let mut cameras = Vec::new();
         for c in &spec.cameras {
-            let ch = channel(&c.topic)?;
-            let dim = |key: &str| {
-                ch.metadata
-                    .get(key)
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .ok_or_else(|| {
-                        mismatch(format!("{} has no {key}: give the camera a size", c.topic))
-                    })
+            let ChannelContent::Camera(camera) = channel(&c.topic)? else {
+                return Err(mismatch(format!("{} is not a camera", c.topic)));
             };
             let (width, height, resize) = match c.size {
                 Some([w, h]) => (w, h, Some((w, h))),
-                None => (
-                    dim(reel_mcap::keys::WIDTH)?,
-                    dim(reel_mcap::keys::HEIGHT)?,
-                    None,
-                ),
+                None => (camera.width, camera.height, None),
             };
             cameras.push(CameraPlan {
                 name: c.name.clone(),
@@ -144,47 +136,34 @@ impl Plans {
         }
         let mut depths = Vec::new();
         for d in &spec.depths {
-            let ch = channel(&d.topic)?;
-            let meta = |key: &str| ch.metadata.get(key).map(String::as_str);
-            if meta(reel_mcap::keys::KIND) != Some(reel_mcap::keys::DEPTH_KIND) {
-                return Err(mismatch(format!(
-                    "{} is not a depth camera (reel.kind {:?})",
-                    d.topic,
-                    meta(reel_mcap::keys::KIND)
-                )));
-            }
-            let dim = |key: &str| {
-                meta(key)
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .ok_or_else(|| mismatch(format!("{} has no {key}", d.topic)))
+            let ChannelContent::Depth(depth) = channel(&d.topic)? else {
+                return Err(mismatch(format!("{} is not a depth camera", d.topic)));
             };
-            if d.unit == DepthTensorUnit::M
-                && meta(reel_mcap::keys::UNIT) != Some(reel_video::DepthUnit::Millimetres.as_str())
-            {
+            if d.unit == DepthTensorUnit::M && depth.unit != reel_video::DepthUnit::Millimetres {
                 return Err(mismatch(format!(
                     "{} holds {:?} values, not millimetres: it has no metres",
                     d.topic,
-                    meta(reel_mcap::keys::UNIT)
+                    depth.unit.as_str()
                 )));
             }
             depths.push(DepthPlan {
                 name: d.name.clone(),
                 topic: d.topic.clone(),
                 offsets_ns: d.offsets_ns(),
-                width: dim(reel_mcap::keys::WIDTH)?,
-                height: dim(reel_mcap::keys::HEIGHT)?,
+                width: depth.width,
+                height: depth.height,
                 unit: d.unit,
             });
         }
         let mut proprio = Vec::new();
         let mut proprio_topics: Vec<String> = Vec::new();
         for p in &spec.proprio {
-            let ch = channel(&p.topic)?;
-            let fields = Some(reel_mcap::keys::fields(&ch).len())
+            let ChannelContent::Signal(signal) = channel(&p.topic)? else {
+                return Err(mismatch(format!("{} is not a numeric stream", p.topic)));
+            };
+            let fields = Some(signal.fields.len())
                 .filter(|n| *n > 0)
-                .ok_or_else(|| {
-                    mismatch(format!("{} has no {}", p.topic, reel_mcap::keys::FIELDS))
-                })?;
+                .ok_or_else(|| mismatch(format!("{} has no value names", p.topic)))?;
             proprio.push(ProprioPlan::new(p, fields));
             if !proprio_topics.contains(&p.topic) {
                 proprio_topics.push(p.topic.clone());

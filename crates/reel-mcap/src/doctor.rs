@@ -31,6 +31,10 @@ use crate::proto::{
 };
 use crate::reader::EpisodeReader;
 use crate::reader::open::le_u64;
+use crate::records::{
+    CameraWindows, ChannelContent, ChannelInfo, EpisodeRecord, LayoutRecord, RecordError,
+    StreamsRecord,
+};
 use crate::writer::is_idr;
 use crate::{FORMAT_VERSION, READABLE_FORMAT_VERSIONS, Result, keys};
 
@@ -362,39 +366,40 @@ impl Doctor {
         self.cameras(summary, chunks, layout.as_ref());
     }
 
-    /// The metadata records; returns (camera window origin, camera window) from `reel.layout`.
-    fn metadata(&mut self, reader: &EpisodeReader<MemorySource>) -> Option<(u64, u64)> {
+    /// The metadata records, each parsed as the readers parse it; returns the camera
+    /// windows of `reel.layout`.
+    fn metadata(&mut self, reader: &EpisodeReader<MemorySource>) -> Option<CameraWindows> {
         self.ran("metadata");
         let records = reader.metadata();
-        for name in ["episode", keys::LAYOUT_RECORD, keys::STREAMS_RECORD] {
-            if !records.contains_key(name) {
-                self.problem("metadata", format!("no `{name}` metadata record"));
-            }
+        fn parsed<T>(
+            records: &BTreeMap<String, BTreeMap<String, String>>,
+            name: &str,
+            parse: fn(&BTreeMap<String, String>) -> std::result::Result<T, RecordError>,
+        ) -> std::result::Result<T, String> {
+            let record = records
+                .get(name)
+                .ok_or_else(|| format!("no `{name}` metadata record"))?;
+            parse(record).map_err(|e| e.to_string())
         }
-        if let Some(episode) = records.get("episode") {
-            match episode.get("reel.format_version") {
-                Some(v) if READABLE_FORMAT_VERSIONS.contains(&v.as_str()) => {}
-                Some(v) => self.problem(
-                    "metadata",
-                    format!(
-                        "`episode` says format version {v}, expected one of {} (this reel-mcap writes {FORMAT_VERSION})",
-                        READABLE_FORMAT_VERSIONS.join(", ")
-                    ),
+        match parsed(records, EpisodeRecord::NAME, EpisodeRecord::parse) {
+            Ok(episode) if READABLE_FORMAT_VERSIONS.contains(&episode.format_version.as_str()) => {}
+            Ok(episode) => self.problem(
+                "metadata",
+                format!(
+                    "`episode` says format version {}, expected one of {} (this reel-mcap writes {FORMAT_VERSION})",
+                    episode.format_version,
+                    READABLE_FORMAT_VERSIONS.join(", ")
                 ),
-                None => self.problem("metadata", "`episode` has no `reel.format_version`"),
-            }
+            ),
+            Err(problem) => self.problem("metadata", problem),
         }
-        let layout = records.get(keys::LAYOUT_RECORD)?;
-        let number = |key: &str| layout.get(key).and_then(|v| v.parse::<u64>().ok());
-        // Camera windows start at `camera_origin_ns` (format 3), else at the episode origin.
-        let origin = number("camera_origin_ns").or(number("origin_ns"));
-        match (origin, number("camera_window_ns")) {
-            (Some(origin), Some(window)) if window > 0 => Some((origin, window)),
-            _ => {
-                self.problem(
-                    "metadata",
-                    "`reel.layout` lacks a numeric origin_ns or a positive camera_window_ns",
-                );
+        if let Err(problem) = parsed(records, StreamsRecord::NAME, StreamsRecord::parse) {
+            self.problem("metadata", problem);
+        }
+        match parsed(records, LayoutRecord::NAME, LayoutRecord::parse) {
+            Ok(layout) => Some(layout.camera_windows()),
+            Err(problem) => {
+                self.problem("metadata", problem);
                 None
             }
         }
@@ -407,31 +412,19 @@ impl Doctor {
         for c in channels {
             let topic = &c.topic;
             let schema = c.schema.as_ref().map(|s| s.name.as_str()).unwrap_or("");
-            if !c.metadata.contains_key(keys::GROUP) {
-                self.problem("channels", format!("{topic}: no `{}`", keys::GROUP));
-            }
-            let kind = c.metadata.get(keys::KIND).map(String::as_str);
-            if kind == Some(keys::RECORDED_KIND) {
+            let info = match ChannelInfo::parse(topic, &c.metadata) {
+                Ok(info) => info,
+                Err(e) => {
+                    self.problem("channels", e.to_string());
+                    continue;
+                }
+            };
+            let expected_schema = match info.content {
                 // Kept as recorded: its own schema and encoding, whatever they are.
-                continue;
-            }
-            let (expected_schema, required): (&str, &[&str]) = match kind {
-                Some("camera") => (COMPRESSED_VIDEO, &[keys::WIDTH, keys::HEIGHT, keys::CODEC]),
-                Some(keys::DEPTH_KIND) => (RAW_IMAGE, &[keys::WIDTH, keys::HEIGHT, keys::UNIT]),
-                Some("state" | "action" | "pose" | "signal") => {
-                    (FLOAT_ARRAY, &[keys::FIELDS, keys::SOURCE_SCHEMA])
-                }
-                Some(other) => {
-                    self.problem(
-                        "channels",
-                        format!("{topic}: unknown `reel.kind` {other:?}"),
-                    );
-                    continue;
-                }
-                None => {
-                    self.problem("channels", format!("{topic}: no `{}`", keys::KIND));
-                    continue;
-                }
+                ChannelContent::Recorded { .. } => continue,
+                ChannelContent::Camera(_) => COMPRESSED_VIDEO,
+                ChannelContent::Depth(_) => RAW_IMAGE,
+                ChannelContent::Signal(_) => FLOAT_ARRAY,
             };
             if schema != expected_schema || c.message_encoding != "protobuf" {
                 self.problem(
@@ -442,11 +435,6 @@ impl Doctor {
                     ),
                 );
             }
-            for key in required {
-                if !c.metadata.contains_key(*key) {
-                    self.problem("channels", format!("{topic}: no `{key}`"));
-                }
-            }
         }
     }
 
@@ -456,8 +444,9 @@ impl Doctor {
             summary
                 .channels
                 .get(id)
-                .and_then(|c| c.metadata.get(keys::GROUP).cloned())
+                .and_then(|c| ChannelInfo::group_of(&c.metadata))
                 .unwrap_or_default()
+                .to_owned()
         };
         let mut in_file_order: Vec<(usize, &ChunkIndex)> =
             summary.chunk_indexes.iter().enumerate().collect();
@@ -513,7 +502,7 @@ impl Doctor {
         &mut self,
         summary: &mcap::Summary,
         chunks: &[Option<ChunkMessages>],
-        layout: Option<&(u64, u64)>,
+        layout: Option<&CameraWindows>,
     ) {
         let cameras: BTreeMap<u16, &str> = summary
             .channels
@@ -536,14 +525,17 @@ impl Doctor {
                 (fields > 0).then_some((c.id, fields))
             })
             .collect();
-        let depths: BTreeMap<u16, (u32, u32)> = summary
+        let depths: BTreeMap<u16, (usize, usize)> = summary
             .channels
             .values()
             .filter(|c| c.schema.as_ref().is_some_and(|s| s.name == RAW_IMAGE))
-            .filter_map(|c| {
-                let size = |key| c.metadata.get(key).and_then(|v| v.parse::<u32>().ok());
-                Some((c.id, (size(keys::WIDTH)?, size(keys::HEIGHT)?)))
-            })
+            .filter_map(
+                |c| match ChannelInfo::parse(&c.topic, &c.metadata).ok()?.content {
+                    // `channels` reports a depth channel whose metadata does not parse.
+                    ChannelContent::Depth(depth) => Some((c.id, (depth.width, depth.height))),
+                    _ => None,
+                },
+            )
             .collect();
         self.ran("gop_alignment");
         if layout.is_some() {
@@ -572,10 +564,10 @@ impl Doctor {
                 }
                 if let Some(&(width, height)) = depths.get(channel) {
                     match RawImage::decode(data.as_ref()) {
-                        Ok(m) if m.width == width
-                            && m.height == height
-                            && m.step == 2 * width
-                            && m.data.len() == (m.step * m.height) as usize => {}
+                        Ok(m) if m.width as usize == width
+                            && m.height as usize == height
+                            && m.step as usize == 2 * width
+                            && m.data.len() == 2 * width * height => {}
                         Ok(m) => self.problem(
                             "channels",
                             format!(
@@ -607,16 +599,16 @@ impl Doctor {
                     );
                 }
             }
-            if let Some(&(origin, window)) = layout
+            if let Some(windows) = layout
                 && !first_frame_seen.is_empty()
+                && windows.of(index.message_start_time) != windows.of(index.message_end_time)
             {
-                let window_of = |t: u64| t.saturating_sub(origin) / window;
-                if window_of(index.message_start_time) != window_of(index.message_end_time) {
+                {
                     self.problem(
                         "camera_windows",
                         format!(
-                            "chunk {number} at offset {at} spans {}..={} ns, more than one {window} ns GOP window",
-                            index.message_start_time, index.message_end_time
+                            "chunk {number} at offset {at} spans {}..={} ns, more than one {} ns GOP window",
+                            index.message_start_time, index.message_end_time, windows.window_ns
                         ),
                     );
                 }

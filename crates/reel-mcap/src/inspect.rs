@@ -7,10 +7,11 @@ use prost::Message as _;
 use reel_io::ByteSource;
 use serde::Serialize;
 
+use crate::Result;
 use crate::proto::CompressedVideo;
 use crate::reader::EpisodeReader;
+use crate::records::{ChannelInfo, VideoOrigin};
 use crate::writer::is_idr;
-use crate::{Result, keys};
 
 /// One channel.
 #[derive(Debug, Clone, Serialize)]
@@ -131,17 +132,13 @@ pub struct LayoutReport {
 pub fn inspect<S: ByteSource>(source: S, gops: bool) -> Result<LayoutReport> {
     let bytes = source.len()?;
     let reader = EpisodeReader::open(source)?;
+    // Any MCAP is described: records and channels that are not canonical are left out.
+    let layout = reader.layout_record().ok();
     let mut report = LayoutReport {
         name: reader.name().to_owned(),
         bytes,
-        format_version: reader
-            .metadata()
-            .get(keys::LAYOUT_RECORD)
-            .and_then(|m| m.get("format_version").cloned()),
-        layout: reader
-            .metadata()
-            .get(keys::LAYOUT_RECORD)
-            .and_then(|m| m.get("layout").cloned()),
+        format_version: layout.as_ref().map(|l| l.format_version.clone()),
+        layout: layout.map(|l| l.layout),
         channels: Vec::new(),
         groups: Vec::new(),
         compression_ratio: 0.0,
@@ -156,6 +153,8 @@ pub fn inspect<S: ByteSource>(source: S, gops: bool) -> Result<LayoutReport> {
     let mut channels: Vec<_> = summary.channels.values().collect();
     channels.sort_by_key(|c| c.id);
     for c in &channels {
+        let info = ChannelInfo::parse(&c.topic, &c.metadata).ok();
+        let video = info.as_ref().and_then(ChannelInfo::video);
         report.channels.push(ChannelSummary {
             id: c.id,
             topic: c.topic.clone(),
@@ -165,11 +164,17 @@ pub fn inspect<S: ByteSource>(source: S, gops: bool) -> Result<LayoutReport> {
                 .map(|s| s.name.clone())
                 .unwrap_or_default(),
             encoding: c.message_encoding.clone(),
-            group: c.metadata.get(keys::GROUP).cloned(),
-            kind: c.metadata.get(keys::KIND).cloned(),
-            source_encoding: c.metadata.get(keys::SOURCE_ENCODING).cloned(),
-            video: c.metadata.get(keys::VIDEO).cloned(),
-            video_reason: c.metadata.get(keys::VIDEO_REASON).cloned(),
+            group: ChannelInfo::group_of(&c.metadata).map(str::to_owned),
+            kind: info.as_ref().map(|i| i.kind_name().to_owned()),
+            source_encoding: info
+                .as_ref()
+                .and_then(ChannelInfo::source_encoding)
+                .map(str::to_owned),
+            video: video.map(|v| v.as_str().to_owned()),
+            video_reason: match video {
+                Some(VideoOrigin::Transcoded(reason)) => Some(reason.clone()),
+                _ => None,
+            },
             messages: stats
                 .channel_message_counts
                 .get(&c.id)
@@ -182,10 +187,9 @@ pub fn inspect<S: ByteSource>(source: S, gops: bool) -> Result<LayoutReport> {
             .channels
             .get(id)
             .map(|c| {
-                c.metadata
-                    .get(keys::GROUP)
-                    .cloned()
-                    .unwrap_or_else(|| "(none)".into())
+                ChannelInfo::group_of(&c.metadata)
+                    .unwrap_or("(none)")
+                    .to_owned()
             })
             .unwrap_or_default()
     };

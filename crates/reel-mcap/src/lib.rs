@@ -60,6 +60,7 @@ mod pack;
 pub mod proto;
 mod reader;
 mod recorded_video;
+pub mod records;
 mod sniff;
 mod writer;
 
@@ -80,12 +81,11 @@ pub use pack::{
     prepare_landing,
 };
 pub use reader::{DecodedGop, DepthWindow, EpisodeReader, PlannedGop, RawMessage, SignalWindow};
-pub use recorded_video::{
-    CameraWindows, VideoOrigin, check_recorded_video, is_recorded_video, keep_recorded_video,
-};
+pub use recorded_video::{check_recorded_video, is_recorded_video, keep_recorded_video};
+pub use records::{CameraWindows, SignalKind, StreamGrid, VideoOrigin};
 pub use writer::{
     CameraStream, CanonicalEpisode, DepthFrame, DepthStream, Layout, RecordedStream, Sample,
-    SignalKind, SignalStream, StreamGrid, VideoFrame, WriteConfig, is_idr, write_episode,
+    SignalStream, VideoFrame, WriteConfig, is_idr, write_episode,
 };
 
 /// Version of the canonical format written by this crate (`reel.format_version`). Version
@@ -144,7 +144,12 @@ pub mod keys {
     /// The value names of a `reel.FloatArray` channel ([`FIELDS`]), in order; empty
     /// names are left out, so a channel without the key, or with `""`, has none.
     pub fn fields<'a>(channel: &'a mcap::Channel<'_>) -> Vec<&'a str> {
-        channel.metadata.get(FIELDS).map_or_else(Vec::new, |f| {
+        field_names(&channel.metadata)
+    }
+
+    /// [`fields`] of a channel's metadata map.
+    pub fn field_names(metadata: &std::collections::BTreeMap<String, String>) -> Vec<&str> {
+        metadata.get(FIELDS).map_or_else(Vec::new, |f| {
             f.split(',').filter(|name| !name.is_empty()).collect()
         })
     }
@@ -263,11 +268,11 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// What kind of failure this is: a file that does not parse or decode is bad input;
-    /// store and codec failures keep the kind of their cause; a pack configuration that
-    /// does not fit is the environment's (the caller's settings), not the file's.
-    pub fn kind(&self) -> reel_io::ErrorKind {
+/// A file that does not parse or decode is bad input; store and codec failures keep the
+/// kind of their cause; a pack configuration that does not fit is the environment's (the
+/// caller's settings), not the file's.
+impl reel_io::Kinded for Error {
+    fn kind(&self) -> reel_io::ErrorKind {
         use reel_io::ErrorKind;
         match self {
             Self::Io(e) => e.kind(),

@@ -14,12 +14,11 @@ use crate::frames::CameraFrames;
 use crate::landing::{
     LandingCamera, LandingEpisode, LandingSignal, StreamProblem, read_landing, read_landing_object,
 };
-use crate::recorded_video::{
-    CameraWindows, VideoOrigin, check_recorded_video, is_recorded_video, keep_recorded_video,
-};
+use crate::recorded_video::{check_recorded_video, is_recorded_video, keep_recorded_video};
+use crate::records::{CameraWindows, SignalKind, VideoOrigin};
 use crate::writer::{
-    CameraStream, CanonicalEpisode, RecordedStream, SignalKind, SignalStream, VideoFrame,
-    WriteConfig, write_episode,
+    CameraStream, CanonicalEpisode, RecordedStream, SignalStream, VideoFrame, WriteConfig,
+    write_episode,
 };
 use crate::{Error, Result};
 

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use mcap::{Channel, Summary};
 
+use crate::records::{ChannelInfo, EpisodeRecord, LayoutRecord, RecordError, StreamsRecord};
 use crate::{Error, Result};
 
 mod depth;
@@ -102,6 +103,49 @@ impl<S> EpisodeReader<S> {
     /// Metadata records by name (`episode`, `reel.layout`, `reel.streams`, ...).
     pub fn metadata(&self) -> &BTreeMap<String, BTreeMap<String, String>> {
         &self.metadata
+    }
+
+    /// The `episode` record, typed.
+    pub fn episode_record(&self) -> Result<EpisodeRecord> {
+        self.required_record(EpisodeRecord::NAME, EpisodeRecord::parse)
+    }
+
+    /// The `reel.layout` record, typed.
+    pub fn layout_record(&self) -> Result<LayoutRecord> {
+        self.required_record(LayoutRecord::NAME, LayoutRecord::parse)
+    }
+
+    /// The `reel.streams` record, typed; `None` for a file written before it existed.
+    pub fn streams_record(&self) -> Result<Option<StreamsRecord>> {
+        self.metadata
+            .get(StreamsRecord::NAME)
+            .map(|record| StreamsRecord::parse(record).map_err(|e| self.bad_record(e)))
+            .transpose()
+    }
+
+    /// The metadata of the channel on `topic`, typed.
+    pub fn channel_info(&self, topic: &str) -> Result<ChannelInfo> {
+        let channel = self.channel(topic)?;
+        ChannelInfo::parse(topic, &channel.metadata).map_err(|e| self.bad_record(e))
+    }
+
+    fn required_record<T>(
+        &self,
+        name: &str,
+        parse: impl FnOnce(&BTreeMap<String, String>) -> Result<T, RecordError>,
+    ) -> Result<T> {
+        let record = self.metadata.get(name).ok_or_else(|| Error::Corrupt {
+            name: self.name.clone(),
+            reason: format!("no `{name}` metadata record"),
+        })?;
+        parse(record).map_err(|e| self.bad_record(e))
+    }
+
+    fn bad_record(&self, error: RecordError) -> Error {
+        Error::Corrupt {
+            name: self.name.clone(),
+            reason: error.to_string(),
+        }
     }
 
     /// Topic groups (from the channels' `reel.group`), each with its topics.

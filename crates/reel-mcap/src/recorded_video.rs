@@ -6,46 +6,8 @@
 use reel_video::{H264Decoder, VideoCodec, h264};
 
 use crate::landing::{ImageEncoding, LandingCamera};
+use crate::records::{CameraWindows, VideoOrigin};
 use crate::writer::{CameraStream, VideoFrame};
-
-/// Where camera chunk windows start: `window = (log_time - origin_ns) / window_ns`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CameraWindows {
-    /// Origin of the windows (ns).
-    pub origin_ns: u64,
-    /// Length of a window (ns).
-    pub window_ns: u64,
-}
-
-impl CameraWindows {
-    /// The window of a log time (times before the origin are in window 0).
-    pub fn of(&self, log_time: u64) -> u64 {
-        log_time.saturating_sub(self.origin_ns) / self.window_ns.max(1)
-    }
-}
-
-/// How a camera's canonical stream was made, recorded in its channel metadata
-/// (`reel.video`), and shown by `reel inspect`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum VideoOrigin {
-    /// Encoded from landing pictures (JPEG, PNG, raw).
-    Encoded,
-    /// A recorded H.264 stream kept message for message.
-    Kept,
-    /// A recorded video decoded and encoded again, and why it could not be kept.
-    Transcoded(String),
-}
-
-impl VideoOrigin {
-    /// `encoded`, `kept` or `transcoded`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Encoded => "encoded",
-            Self::Kept => "kept",
-            Self::Transcoded(_) => "transcoded",
-        }
-    }
-}
 
 /// Whether `camera` is recorded video at all.
 pub fn is_recorded_video(camera: &LandingCamera) -> bool {

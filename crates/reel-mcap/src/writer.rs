@@ -5,7 +5,6 @@ use std::io::Cursor;
 
 use mcap::records::{MessageHeader, Metadata};
 use prost::Message;
-use serde::Serialize;
 
 pub use reel_video::h264::is_idr;
 
@@ -13,45 +12,11 @@ use crate::proto::{
     COMPRESSED_VIDEO, CompressedVideo, FLOAT_ARRAY, FloatArray, RAW_IMAGE, RawImage, Timestamp,
     compressed_video_schema, float_array_schema, raw_image_schema,
 };
-use crate::recorded_video::{CameraWindows, VideoOrigin};
-use crate::{Error, FORMAT_VERSION, Result, keys};
-
-/// What a signal stream measures; recorded as `reel.kind` in the channel metadata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SignalKind {
-    /// Measured joint state.
-    State,
-    /// Commanded action.
-    Action,
-    /// A pose (position + quaternion).
-    Pose,
-    /// Anything else numeric.
-    Signal,
-}
-
-impl SignalKind {
-    /// The kind of a name written by [`SignalKind::as_str`].
-    pub fn from_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "state" => Self::State,
-            "action" => Self::Action,
-            "pose" => Self::Pose,
-            "signal" => Self::Signal,
-            _ => return None,
-        })
-    }
-
-    /// The name written in channel metadata.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::State => "state",
-            Self::Action => "action",
-            Self::Pose => "pose",
-            Self::Signal => "signal",
-        }
-    }
-}
+use crate::records::{
+    CameraInfo, CameraWindows, ChannelContent, ChannelInfo, DepthInfo, EpisodeRecord, LayoutRecord,
+    SignalInfo, SignalKind, StreamGrid, StreamsRecord, VideoOrigin,
+};
+use crate::{Error, FORMAT_VERSION, Result};
 
 /// One encoded camera frame.
 #[derive(Debug, Clone)]
@@ -274,40 +239,6 @@ impl Default for WriteConfig {
     }
 }
 
-/// Time grid of one stream, recorded in the `reel.streams` metadata record.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
-pub struct StreamGrid {
-    /// Messages.
-    pub count: u64,
-    /// First log time (ns).
-    pub start_ns: u64,
-    /// Last log time (ns).
-    pub end_ns: u64,
-    /// Median interval between messages (ns).
-    pub median_period_ns: u64,
-    /// Largest interval between messages (ns).
-    pub max_gap_ns: u64,
-}
-
-impl StreamGrid {
-    /// The grid of messages at `times` (in order).
-    pub fn of(times: impl Iterator<Item = u64>) -> Self {
-        let times: Vec<u64> = times.collect();
-        let mut gaps: Vec<u64> = times
-            .windows(2)
-            .map(|w| w[1].saturating_sub(w[0]))
-            .collect();
-        gaps.sort_unstable();
-        Self {
-            count: times.len() as u64,
-            start_ns: times.first().copied().unwrap_or(0),
-            end_ns: times.last().copied().unwrap_or(0),
-            median_period_ns: gaps.get(gaps.len() / 2).copied().unwrap_or(0),
-            max_gap_ns: gaps.last().copied().unwrap_or(0),
-        }
-    }
-}
-
 struct Pending {
     group: usize,
     window: u64,
@@ -363,28 +294,22 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
             .add_schema(COMPRESSED_VIDEO, "protobuf", &compressed_video_schema())
             .map_err(mcap_err)?;
         for camera in &episode.cameras {
-            let mut metadata = BTreeMap::from([
-                (keys::GROUP.to_owned(), camera.group.clone()),
-                (keys::KIND.to_owned(), "camera".to_owned()),
-                (keys::WIDTH.to_owned(), camera.width.to_string()),
-                (keys::HEIGHT.to_owned(), camera.height.to_string()),
-                (keys::CODEC.to_owned(), "h264".to_owned()),
-                (keys::VIDEO.to_owned(), camera.video.as_str().to_owned()),
-            ]);
-            if !camera.source_encoding.is_empty() {
-                metadata.insert(
-                    keys::SOURCE_ENCODING.to_owned(),
-                    camera.source_encoding.clone(),
-                );
-            }
-            if let VideoOrigin::Transcoded(reason) = &camera.video {
-                metadata.insert(keys::VIDEO_REASON.to_owned(), reason.clone());
-            }
             // Said from the frames themselves, whatever encoded them.
             let mut later = camera.frames.iter().filter(|f| !is_idr(&f.data)).peekable();
-            if later.peek().is_some() && later.all(|f| !reel_video::h264::is_reference(&f.data)) {
-                metadata.insert(keys::GOP_STRUCTURE.to_owned(), keys::STAR.to_owned());
+            let star_gops =
+                later.peek().is_some() && later.all(|f| !reel_video::h264::is_reference(&f.data));
+            let metadata = ChannelInfo {
+                group: camera.group.clone(),
+                content: ChannelContent::Camera(CameraInfo {
+                    width: camera.width,
+                    height: camera.height,
+                    codec: "h264".to_owned(),
+                    video: camera.video.clone(),
+                    source_encoding: Some(camera.source_encoding.clone()).filter(|e| !e.is_empty()),
+                    star_gops,
+                }),
             }
+            .to_metadata();
             let channel = writer
                 .add_channel(schema, &camera.topic, "protobuf", &metadata)
                 .map_err(mcap_err)?;
@@ -430,17 +355,16 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
             .add_schema(RAW_IMAGE, "protobuf", &raw_image_schema())
             .map_err(mcap_err)?;
         for depth in &episode.depths {
-            let metadata = BTreeMap::from([
-                (keys::GROUP.to_owned(), depth.group.clone()),
-                (keys::KIND.to_owned(), keys::DEPTH_KIND.to_owned()),
-                (keys::WIDTH.to_owned(), depth.width.to_string()),
-                (keys::HEIGHT.to_owned(), depth.height.to_string()),
-                (keys::UNIT.to_owned(), depth.unit.as_str().to_owned()),
-                (
-                    keys::SOURCE_ENCODING.to_owned(),
-                    depth.source_encoding.clone(),
-                ),
-            ]);
+            let metadata = ChannelInfo {
+                group: depth.group.clone(),
+                content: ChannelContent::Depth(DepthInfo {
+                    width: depth.width,
+                    height: depth.height,
+                    unit: depth.unit,
+                    source_encoding: depth.source_encoding.clone(),
+                }),
+            }
+            .to_metadata();
             let channel = writer
                 .add_channel(schema, &depth.topic, "protobuf", &metadata)
                 .map_err(mcap_err)?;
@@ -489,12 +413,15 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
             .add_schema(FLOAT_ARRAY, "protobuf", &float_array_schema())
             .map_err(mcap_err)?;
         for signal in &episode.signals {
-            let metadata = BTreeMap::from([
-                (keys::GROUP.to_owned(), signal.group.clone()),
-                (keys::KIND.to_owned(), signal.kind.as_str().to_owned()),
-                (keys::FIELDS.to_owned(), signal.fields.join(",")),
-                (keys::SOURCE_SCHEMA.to_owned(), signal.source_schema.clone()),
-            ]);
+            let metadata = ChannelInfo {
+                group: signal.group.clone(),
+                content: ChannelContent::Signal(SignalInfo {
+                    kind: signal.kind,
+                    fields: signal.fields.clone(),
+                    source_schema: signal.source_schema.clone(),
+                }),
+            }
+            .to_metadata();
             let channel = writer
                 .add_channel(schema, &signal.topic, "protobuf", &metadata)
                 .map_err(mcap_err)?;
@@ -555,11 +482,13 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
                 }
             }
         };
-        let metadata = BTreeMap::from([
-            (keys::GROUP.to_owned(), stream.group.clone()),
-            (keys::KIND.to_owned(), keys::RECORDED_KIND.to_owned()),
-            (keys::RECORDED_REASON.to_owned(), r.reason.clone()),
-        ]);
+        let metadata = ChannelInfo {
+            group: stream.group.clone(),
+            content: ChannelContent::Recorded {
+                reason: r.reason.clone(),
+            },
+        }
+        .to_metadata();
         let channel = writer
             .add_channel(schema, &r.topic, &r.message_encoding, &metadata)
             .map_err(mcap_err)?;
@@ -634,60 +563,34 @@ pub fn write_episode(episode: &CanonicalEpisode, config: &WriteConfig) -> Result
     writer.flush().map_err(mcap_err)?;
 
     // Metadata last, right before the summary, so a reader's tail read picks it up.
-    let mut episode_meta = episode.episode.clone();
-    episode_meta.insert("reel.format_version".into(), FORMAT_VERSION.into());
-    let start = grids.values().map(|g| g.start_ns).min().unwrap_or(0);
-    let end = grids.values().map(|g| g.end_ns).max().unwrap_or(0);
-    episode_meta.insert("start_ns".into(), start.to_string());
-    episode_meta.insert("end_ns".into(), end.to_string());
-    writer
-        .write_metadata(&Metadata {
-            name: "episode".into(),
-            metadata: episode_meta,
-        })
-        .map_err(mcap_err)?;
-    let layout = BTreeMap::from([
-        ("format_version".to_owned(), FORMAT_VERSION.to_owned()),
-        ("layout".to_owned(), config.layout.name().to_owned()),
-        (
-            "groups".to_owned(),
-            serde_json::to_string(&group_topics).unwrap_or_default(),
-        ),
-        ("origin_ns".to_owned(), origin.to_string()),
-        (
-            "camera_origin_ns".to_owned(),
-            camera_windows.origin_ns.to_string(),
-        ),
-        (
-            "camera_window_ns".to_owned(),
-            config.camera_window_ns.to_string(),
-        ),
-        (
-            "signal_window_ns".to_owned(),
-            config.signal_window_ns.to_string(),
-        ),
-    ]);
-    writer
-        .write_metadata(&Metadata {
-            name: keys::LAYOUT_RECORD.into(),
-            metadata: layout,
-        })
-        .map_err(mcap_err)?;
-    let streams = grids
-        .iter()
-        .map(|(topic, grid)| {
-            (
-                topic.clone(),
-                serde_json::to_string(grid).unwrap_or_default(),
-            )
-        })
-        .collect();
-    writer
-        .write_metadata(&Metadata {
-            name: keys::STREAMS_RECORD.into(),
-            metadata: streams,
-        })
-        .map_err(mcap_err)?;
+    let episode_record = EpisodeRecord {
+        format_version: FORMAT_VERSION.to_owned(),
+        start_ns: grids.values().map(|g| g.start_ns).min().unwrap_or(0),
+        end_ns: grids.values().map(|g| g.end_ns).max().unwrap_or(0),
+        fields: episode.episode.clone(),
+    };
+    let layout = LayoutRecord {
+        format_version: FORMAT_VERSION.to_owned(),
+        layout: config.layout.name().to_owned(),
+        groups: group_topics,
+        origin_ns: origin,
+        camera_origin_ns: Some(camera_windows.origin_ns),
+        camera_window_ns: config.camera_window_ns,
+        signal_window_ns: config.signal_window_ns,
+    };
+    let streams = StreamsRecord { grids };
+    for (name, metadata) in [
+        (EpisodeRecord::NAME, episode_record.to_metadata()),
+        (LayoutRecord::NAME, layout.to_metadata()),
+        (StreamsRecord::NAME, streams.to_metadata()),
+    ] {
+        writer
+            .write_metadata(&Metadata {
+                name: name.to_owned(),
+                metadata,
+            })
+            .map_err(mcap_err)?;
+    }
     writer.finish().map_err(mcap_err)?;
     Ok(writer.into_inner().into_inner())
 }

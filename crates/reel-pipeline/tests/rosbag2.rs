@@ -6,6 +6,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use reel_io::{ByteSource, Store};
+use reel_mcap::records::ChannelContent;
 use reel_mcap::{EpisodeReader, keys};
 use reel_pipeline::{
     BatchSpec, EpisodeStatus, Event, Pipeline, PipelineConfig, RunOptions, list_landing,
@@ -91,10 +92,10 @@ fn rosbag2_folders_are_planned_and_ingested_beside_mcap_files() {
     assert!(reader.groups()["cameras"].contains(&"/camera/bayer".to_owned()));
     // Depth cameras are ingested losslessly, as recorded.
     for topic in ["/camera/depth", "/depth/rvl", "/depth/metres"] {
-        assert_eq!(
-            reader.channel(topic).expect("depth").metadata[keys::KIND],
-            keys::DEPTH_KIND
-        );
+        assert!(matches!(
+            reader.channel_info(topic).expect("depth").content,
+            ChannelContent::Depth(_)
+        ));
         assert_eq!(
             reader
                 .depth(topic, 0..u64::MAX)

@@ -8,9 +8,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use reel_io::{ByteSource, Store, split_object_uri};
 use reel_mcap::EpisodeReader;
+use reel_mcap::records::ChannelContent;
 use reel_video::H264Decoder;
 
-use crate::errors::{IntoPyErr, OrRaise, bad_input};
+use crate::errors::{OrRaise, bad_input};
 
 /// An open canonical episode.
 #[pyclass(module = "reel._reel", frozen)]
@@ -41,6 +42,13 @@ pub fn open_episode(py: Python<'_>, uri: PathBuf, store: Option<PathBuf>) -> PyR
 
 /// How far before the first time asked for `Episode.depth` reads first (ns).
 const DEPTH_LOOKBACK_NS: u64 = 2_000_000_000;
+
+impl Episode {
+    /// What the channel on `topic` holds; an unknown topic or unreadable metadata raises.
+    fn content(&self, topic: &str) -> PyResult<ChannelContent> {
+        Ok(self.reader.channel_info(topic).or_raise()?.content)
+    }
+}
 
 #[pymethods]
 impl Episode {
@@ -89,20 +97,14 @@ impl Episode {
         times_ns: Vec<u64>,
         size: Option<(usize, usize)>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let channel = self.reader.channel(topic).or_raise()?;
-        if channel
-            .metadata
-            .get(reel_mcap::keys::KIND)
-            .map(String::as_str)
-            == Some(reel_mcap::keys::DEPTH_KIND)
-        {
+        if let ChannelContent::Depth(_) = self.content(topic)? {
             return Err(bad_input(format!(
                 "{}: {topic} is a depth camera: read it with depth(topic, times_ns)",
                 self.reader.name()
             )));
         }
         let pictures = py.detach(|| {
-            let mut decoder = H264Decoder::new().map_err(IntoPyErr::into_py_err)?;
+            let mut decoder = H264Decoder::new().or_raise()?;
             self.reader
                 .frames_at(topic, &times_ns, &mut decoder, size)
                 .or_raise()
@@ -177,18 +179,12 @@ impl Episode {
     /// A numeric stream whole: `(time_ns, values, fields)` with `time_ns` int64 `[n]`,
     /// `values` float64 `[n, len(fields)]`. A camera topic raises, naming what reads it.
     fn signal<'py>(&self, py: Python<'py>, topic: &str) -> PyResult<Bound<'py, PyAny>> {
-        let channel = self.reader.channel(topic).or_raise()?;
-        let is_camera = channel.metadata.contains_key(reel_mcap::keys::WIDTH);
-        if is_camera {
-            let kind = channel
-                .metadata
-                .get(reel_mcap::keys::KIND)
-                .map(String::as_str);
-            let read_with = if kind == Some(reel_mcap::keys::DEPTH_KIND) {
-                "a depth camera: read it with depth(topic, times_ns)"
-            } else {
-                "a camera: read it with frames(topic, times_ns)"
-            };
+        let read_with = match self.content(topic)? {
+            ChannelContent::Depth(_) => Some("a depth camera: read it with depth(topic, times_ns)"),
+            ChannelContent::Camera(_) => Some("a camera: read it with frames(topic, times_ns)"),
+            _ => None,
+        };
+        if let Some(read_with) = read_with {
             return Err(bad_input(format!(
                 "{}: {topic} is {read_with}",
                 self.reader.name()
@@ -225,11 +221,5 @@ impl Episode {
 
     fn __repr__(&self) -> String {
         format!("Episode({:?})", self.reader.name())
-    }
-}
-
-impl IntoPyErr for reel_video::Error {
-    fn into_py_err(self) -> PyErr {
-        crate::errors::exception(self.kind(), crate::errors::chain(&self))
     }
 }

@@ -13,7 +13,8 @@ use super::{
     ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingRecorded, LandingSignal,
     RecordedMessage, StreamProblem,
 };
-use crate::writer::{Sample, SignalKind};
+use crate::records::SignalKind;
+use crate::writer::Sample;
 
 /// A topic as its container describes it.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! fields a message has), and the frames or numbers it carries.
 
 use super::value::{Fields, Value, time_ns};
-use crate::writer::SignalKind;
+use crate::records::SignalKind;
 
 /// How a topic's messages are read, chosen from its message type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::writer::{Sample, SignalKind};
+use crate::records::SignalKind;
+use crate::writer::Sample;
 use crate::{Error, Result};
 use assemble::{Assembler, ChannelInfo};
 pub use rosbag2::{Rosbag2Metadata, read_rosbag2};

@@ -287,7 +287,8 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::writer::{Sample, SignalKind};
+    use crate::records::SignalKind;
+    use crate::writer::Sample;
 
     #[test]
     fn numbers_come_back_named_and_kinded_by_their_channel() {

@@ -8,7 +8,8 @@ use reel_video::DepthUnit;
 
 use super::EpisodeReader;
 use crate::proto::RawImage;
-use crate::{Error, Result, keys};
+use crate::records::{ChannelContent, DepthInfo};
+use crate::{Error, Result};
 
 /// A window of depth frames of one camera, decoded.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,29 +40,23 @@ impl<S: ByteSource> EpisodeReader<S> {
     /// Decoded frames of the depth camera `topic` over `window` (one ranged read of its
     /// group's chunks on a canonical file).
     pub fn depth(&self, topic: &str, window: Range<u64>) -> Result<DepthWindow> {
-        let channel = self.channel(topic)?;
         let corrupt = |reason: String| Error::Corrupt {
             name: self.name.clone(),
             reason: format!("depth channel `{topic}`: {reason}"),
         };
-        if channel.metadata.get(keys::KIND).map(String::as_str) != Some(keys::DEPTH_KIND) {
-            return Err(corrupt(
-                "not a depth camera (reel.kind is not `depth`)".into(),
-            ));
-        }
-        let size = |key: &str| {
-            channel
-                .metadata
-                .get(key)
-                .and_then(|v| v.parse::<usize>().ok())
-                .ok_or_else(|| corrupt(format!("no {key}")))
+        let DepthInfo {
+            width,
+            height,
+            unit,
+            ..
+        } = match self.channel_info(topic)?.content {
+            ChannelContent::Depth(depth) => depth,
+            _ => {
+                return Err(corrupt(
+                    "not a depth camera (reel.kind is not `depth`)".into(),
+                ));
+            }
         };
-        let (width, height) = (size(keys::WIDTH)?, size(keys::HEIGHT)?);
-        let unit = channel
-            .metadata
-            .get(keys::UNIT)
-            .and_then(|u| DepthUnit::from_name(u))
-            .ok_or_else(|| corrupt(format!("no known {}", keys::UNIT)))?;
         let messages = self.read_topics(&[topic], window)?;
         let mut out = DepthWindow {
             topic: topic.to_owned(),

@@ -15,7 +15,8 @@ use mcap::sans_io::summary_reader::{SummaryReadEvent, SummaryReader, SummaryRead
 use reel_io::ByteSource;
 
 use super::{EpisodeReader, Index, RawMessage};
-use crate::{Error, Result, keys};
+use crate::records::ChannelInfo;
+use crate::{Error, Result};
 
 /// Bytes read from the end of the file first: the footer, and on canonical episodes the
 /// whole summary and the metadata records in front of it.
@@ -272,8 +273,11 @@ fn groups_of<'a>(
 ) -> BTreeMap<String, Vec<String>> {
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for c in channels {
-        if let Some(g) = c.metadata.get(keys::GROUP) {
-            groups.entry(g.clone()).or_default().push(c.topic.clone());
+        if let Some(g) = ChannelInfo::group_of(&c.metadata) {
+            groups
+                .entry(g.to_owned())
+                .or_default()
+                .push(c.topic.clone());
         }
     }
     for topics in groups.values_mut() {

@@ -16,8 +16,9 @@ use reel_video::{H264Decoder, Picture, RgbImage};
 use super::plan::{self, FrameFetch, GopPlan, GopSpan, Keyframe, Units};
 use super::{EpisodeReader, Index, RawMessage};
 use crate::proto::CompressedVideo;
+use crate::records::{CameraInfo, ChannelContent, ChannelInfo};
 use crate::writer::is_idr;
-use crate::{Error, Result, keys};
+use crate::{Error, Result};
 
 /// One H.264 access unit of a camera, unwrapped from its message once when fetched.
 #[derive(Debug, Clone)]
@@ -465,14 +466,13 @@ impl<S: ByteSource> EpisodeReader<S> {
         self.frames_decoded
             .fetch_add(decoder.units_decoded() - before, Ordering::Relaxed);
         let mut pictures = decoded.map_err(|source| self.video_error(topic, source))?;
-        let channel = self.channel(topic)?;
-        let size = |key: &str| {
-            channel
-                .metadata
-                .get(key)
-                .and_then(|v| v.parse::<usize>().ok())
-        };
-        if let (Some(width), Some(height)) = (size(keys::WIDTH), size(keys::HEIGHT)) {
+        // Frames coded at a padded size are cropped to the camera's own; a camera without
+        // the canonical metadata (a landing log's) is left as decoded.
+        if let Ok(ChannelInfo {
+            content: ChannelContent::Camera(CameraInfo { width, height, .. }),
+            ..
+        }) = self.channel_info(topic)
+        {
             for picture in &mut pictures {
                 let coded = (picture.width(), picture.height());
                 if coded != (width, height) && coded == reel_video::coded_size(width, height) {

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use reel_io::ObjectSource;
 use reel_mcap::EpisodeReader;
+use reel_mcap::records::{ChannelContent, SignalKind};
 use reel_video::{H264Decoder, Mp4Encoding, Mp4Writer};
 
 use super::stats::{ImageStats, NumericStats};
@@ -53,20 +54,10 @@ impl Features {
         let mut left_out = Vec::new();
         let mut kinds = Vec::new();
         for topic in reader.groups().values().flatten() {
-            let channel = reader.channel(topic)?;
-            let meta = |k: &str| channel.metadata.get(k).cloned().unwrap_or_default();
-            let kind = meta(reel_mcap::keys::KIND);
+            let info = reader.channel_info(topic)?;
             let name = topic.trim_start_matches('/').replace('/', ".");
-            match kind.as_str() {
-                "camera" => {
-                    let size = |k: &str| {
-                        meta(k).parse::<usize>().map_err(|_| {
-                            Error::dataset(
-                                reader.name(),
-                                format!("camera {topic} has no {k} in its channel metadata"),
-                            )
-                        })
-                    };
+            match info.content {
+                ChannelContent::Camera(camera) => {
                     cameras.push(CameraFeature {
                         topic: topic.clone(),
                         key: if name.starts_with("observation.images.") {
@@ -74,25 +65,25 @@ impl Features {
                         } else {
                             format!("observation.images.{name}")
                         },
-                        width: size(reel_mcap::keys::WIDTH)?,
-                        height: size(reel_mcap::keys::HEIGHT)?,
+                        width: camera.width,
+                        height: camera.height,
                     });
                 }
-                "state" | "action" | "pose" | "signal" => {
-                    kinds.push(kind.clone());
+                ChannelContent::Signal(signal) => {
+                    kinds.push(signal.kind);
                     numeric.push(NumericFeature {
                         topic: topic.clone(),
                         key: name,
-                        names: reel_mcap::keys::fields(&channel)
-                            .into_iter()
-                            .map(str::to_owned)
-                            .collect(),
+                        names: signal.fields,
                     });
                 }
                 _ => left_out.push(topic.clone()),
             }
         }
-        for (kind, key) in [("state", "observation.state"), ("action", "action")] {
+        for (kind, key) in [
+            (SignalKind::State, "observation.state"),
+            (SignalKind::Action, "action"),
+        ] {
             let of_kind: Vec<usize> = (0..numeric.len()).filter(|&i| kinds[i] == kind).collect();
             if let [only] = of_kind[..]
                 && numeric.iter().all(|n| n.key != key)
@@ -127,18 +118,14 @@ pub(crate) struct EpisodeFrames {
 /// its first camera's, else its first stream's.
 pub(crate) fn episode_fps(reader: &Reader, features: &Features) -> Option<f64> {
     if let Some(fps) = reader
-        .metadata()
-        .get("episode")
-        .and_then(|e| e.get(keys::FPS))
-        .and_then(|f| f.parse::<f64>().ok())
+        .episode_record()
+        .ok()
+        .and_then(|e| e.fields.get(keys::FPS)?.parse::<f64>().ok())
     {
         return Some(fps);
     }
-    let streams = reader.metadata().get(reel_mcap::keys::STREAMS_RECORD)?;
-    let period = |topic: &str| {
-        let json: serde_json::Value = serde_json::from_str(streams.get(topic)?).ok()?;
-        json.get("median_period_ns")?.as_f64().filter(|p| *p > 0.0)
-    };
+    let streams = reader.streams_record().ok()??;
+    let period = |topic: &str| streams.grids.get(topic)?.period_ns().map(|p| p as f64);
     let first = features
         .cameras
         .first()
@@ -269,11 +256,10 @@ pub(crate) fn export_episode(
         image_stats.push(stats);
     }
     let task = reader
-        .metadata()
-        .get("episode")
-        .and_then(|e| e.get("task"))
-        .cloned()
-        .unwrap_or_default();
+        .episode_record()?
+        .task()
+        .unwrap_or_default()
+        .to_owned();
     Ok(EpisodeFrames {
         frames,
         task,

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use reel_io::{ErrorKind, Store};
+use reel_io::{ErrorKind, Kinded, Store};
 use reel_manifest::Manifest;
 use reel_mcap::EpisodeReader;
 use reel_video::Mp4Encoding;
@@ -160,11 +160,9 @@ pub fn export(
     };
     let robot_type = options.robot_type.clone().or_else(|| {
         first
-            .metadata()
-            .get("episode")
-            .and_then(|e| e.get("robot_id"))
-            .filter(|r| !r.is_empty())
-            .cloned()
+            .episode_record()
+            .ok()
+            .and_then(|e| e.robot_id().map(str::to_owned))
     });
     drop(first);
 
