@@ -3,19 +3,21 @@
 //! straight into the batch's tensors.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use reel_io::{ByteSource, ErrorKind};
-use reel_mcap::{DecodedGop, DepthWindow, EpisodeReader, PlannedGop, SignalWindow};
+use reel_mcap::records::{StreamGrid, StreamsRecord};
+use reel_mcap::{DecodedGop, DepthWindow, EpisodeReader, SignalWindow};
 use reel_video::H264Decoder;
 
 use crate::batch::{Batch, DType, Skipped, Tensor};
 use crate::error::{LoaderError, Result};
+use crate::gop_cache::Claim;
 use crate::host::BufferPool;
-use crate::loader::{GopCache, Shared};
 use crate::mixture::Located;
 use crate::resolve::{CameraPlan, DepthPlan, ProprioPlan};
-use crate::row_check::{Reader, StreamFacts, check_row, stream_facts};
+use crate::row_check::{Reader, check_row};
+use crate::shared::{Shared, WorkerCounts};
 use crate::spec::{DepthTensorUnit, Layout};
 
 mod depth;
@@ -26,15 +28,17 @@ use proprio::proprio_need;
 
 struct OpenEpisode {
     reader: Reader,
-    streams: HashMap<String, StreamFacts>,
+    /// Its `reel.streams` record (empty for a file written before the record existed).
+    streams: StreamsRecord,
 }
 
 impl OpenEpisode {
     fn period(&self, topic: &str, fallback_ns: i64) -> i64 {
         self.streams
+            .grids
             .get(topic)
-            .and_then(|s| s.period_ns)
-            .unwrap_or(fallback_ns)
+            .and_then(StreamGrid::period_ns)
+            .map_or(fallback_ns, |period| period as i64)
     }
 }
 
@@ -51,37 +55,6 @@ struct DepthSpan {
     depth: usize,
     span: std::ops::Range<i64>,
     window: DepthWindow,
-}
-
-/// What a worker did, for throughput reports.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct WorkerCounts {
-    pub frames_decoded: u64,
-    pub chunks_read: u64,
-    /// Frames the samples asked for, and those found in the shared GOP cache.
-    pub frames_wanted: u64,
-    pub frames_cached: u64,
-}
-
-impl WorkerCounts {
-    pub(crate) fn plus(&self, other: &Self) -> Self {
-        Self {
-            frames_decoded: self.frames_decoded + other.frames_decoded,
-            chunks_read: self.chunks_read + other.chunks_read,
-            frames_wanted: self.frames_wanted + other.frames_wanted,
-            frames_cached: self.frames_cached + other.frames_cached,
-        }
-    }
-
-    /// What was done since `earlier` (counts only grow).
-    pub(crate) fn since(&self, earlier: &Self) -> Self {
-        Self {
-            frames_decoded: self.frames_decoded - earlier.frames_decoded,
-            chunks_read: self.chunks_read - earlier.chunks_read,
-            frames_wanted: self.frames_wanted - earlier.frames_wanted,
-            frames_cached: self.frames_cached - earlier.frames_cached,
-        }
-    }
 }
 
 /// A worker's state: its decoder and what it keeps between samples.
@@ -217,7 +190,12 @@ impl Worker {
             source: Box::new(source),
         })?;
         let manifest_row = self.shared.catalog.episode(row)?;
-        let streams = stream_facts(&reader);
+        let streams = reader
+            .streams_record()
+            .map_err(|source| LoaderError::Episode {
+                uri: uri.to_string(),
+                source: Box::new(source),
+            })?;
         check_row(&manifest_row, &reader, streams.as_ref(), object_len).map_err(|reason| {
             let (_, source_row) = self.shared.catalog.source_of(row);
             LoaderError::Mismatch {
@@ -342,7 +320,7 @@ impl Worker {
             let mut times = Vec::new();
             for q in wanted_times(episode, camera, anchor) {
                 self.counts.frames_wanted += 1;
-                match self.cached_frame((row, ci), q) {
+                match shared.gops.showing((row, ci), q) {
                     Some(gop) => {
                         self.counts.frames_cached += 1;
                         held.push((ci, gop));
@@ -372,7 +350,7 @@ impl Worker {
         for ((ci, _), gops) in missing.iter().zip(&planned) {
             let key = (row, *ci);
             for gop in gops {
-                let claim = match self.claim(key, gop) {
+                let claim = match shared.gops.claim(key, gop) {
                     Claim::Decode(claim) => claim,
                     // Another worker decoded it while this one waited.
                     Claim::Decoded(covering) => {
@@ -386,70 +364,11 @@ impl Worker {
                         .decode_gop(gop, &mut self.decoder, shared.cameras[*ci].resize)
                         .map_err(episode_error)?,
                 );
-                let mut cache = self.lock_gops();
-                cache.decoded.push_front((key, Arc::clone(&decoded)));
-                cache.decoded.truncate(shared.gop_cache.max(1));
-                drop(cache);
-                drop(claim);
+                shared.gops.insert(key, Arc::clone(&decoded), claim);
                 held.push((*ci, decoded));
             }
         }
         Ok(held)
-    }
-
-    /// A decoded GOP of `key` showing time `t`, from the cache every worker shares (the
-    /// next samples of a run often go to another worker).
-    fn cached_frame(&self, key: (usize, usize), t: u64) -> Option<Arc<DecodedGop>> {
-        let mut gops = self.lock_gops();
-        let i = gops
-            .decoded
-            .iter()
-            .position(|(k, g)| *k == key && g.shown_at(t).is_some())?;
-        let entry = gops.decoded.remove(i)?;
-        let gop = Arc::clone(&entry.1);
-        gops.decoded.push_front(entry);
-        Some(gop)
-    }
-
-    fn lock_gops(&self) -> MutexGuard<'_, GopCache> {
-        self.shared
-            .gops
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Claims the decode of `gop` for this worker, or, once another worker has decoded
-    /// every frame it would keep (waiting while one is decoding it), the cached GOPs
-    /// holding them.
-    fn claim(&self, key: (usize, usize), gop: &PlannedGop) -> Claim {
-        let id = (key.0, key.1, gop.start_ns());
-        let kept = gop.kept();
-        let mut gops = self.lock_gops();
-        loop {
-            let covering: Option<Vec<Arc<DecodedGop>>> = kept
-                .iter()
-                .map(|&t| {
-                    gops.decoded
-                        .iter()
-                        .find(|(k, g)| *k == key && g.shown_at(t) == Some(t))
-                        .map(|(_, g)| Arc::clone(g))
-                })
-                .collect();
-            if let Some(covering) = covering {
-                return Claim::Decoded(covering);
-            }
-            if gops.in_flight.insert(id) {
-                return Claim::Decode(GopClaim {
-                    shared: Arc::clone(&self.shared),
-                    id,
-                });
-            }
-            gops = self
-                .shared
-                .gop_done
-                .wait(gops)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -560,33 +479,6 @@ fn wanted_times(episode: &OpenEpisode, camera: &CameraPlan, anchor: i64) -> Vec<
         .iter()
         .map(|o| (anchor + o + half).max(0) as u64)
         .collect()
-}
-
-/// What [`Worker::claim`] found.
-enum Claim {
-    /// Decode it: no other worker has or is doing so.
-    Decode(GopClaim),
-    /// Already decoded: the cached GOPs holding its frames.
-    Decoded(Vec<Arc<DecodedGop>>),
-}
-
-/// A GOP this worker is decoding; dropping it (after the decode, or on an error) lets
-/// waiting workers look again.
-struct GopClaim {
-    shared: Arc<Shared>,
-    id: (usize, usize, u64),
-}
-
-impl Drop for GopClaim {
-    fn drop(&mut self) {
-        self.shared
-            .gops
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .in_flight
-            .remove(&self.id);
-        self.shared.gop_done.notify_all();
-    }
 }
 
 fn push_times_and_mask(

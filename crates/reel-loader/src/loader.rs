@@ -2,82 +2,34 @@
 //! prefetch window, and the consumer receives them in order.
 
 use std::any::Any;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use reel_cache::BlockCache;
 use reel_io::ByteSource;
 use reel_manifest::Manifest;
-use reel_mcap::{DecodedGop, EpisodeReader};
-use reel_video::RgbConversion;
+use reel_mcap::EpisodeReader;
 use serde::Serialize;
 
-use crate::assemble::{Worker, WorkerCounts};
+use crate::assemble::Worker;
 use crate::batch::{Batch, Skipped};
 use crate::error::{LoaderError, Result};
+use crate::gop_cache::GopCache;
 use crate::host::{BufferPool, HostMemory};
 use crate::mixture::{Catalog, MixtureSource};
+use crate::options::LoaderOptions;
 use crate::order::LoaderState;
 use crate::order::{RankOrder, Shuffle, Span};
-use crate::resolve::{CameraPlan, DepthPlan, Plans, ProprioPlan};
+use crate::resolve::Plans;
+use crate::shared::{Shared, WorkerCounts};
 use crate::skipped::{SkippedEpisode, tally_skipped};
 use crate::sources::Sources;
 use crate::spec::SampleSpec;
-
-/// How the loader runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoaderOptions {
-    pub batch_size: usize,
-    /// Worker threads building batches.
-    pub workers: usize,
-    /// Batches built ahead of the consumer, at most.
-    pub prefetch: usize,
-    pub seed: u64,
-    pub rank: usize,
-    pub world: usize,
-    pub shuffle: Shuffle,
-    /// Leave out a last, smaller batch.
-    pub drop_last: bool,
-    /// Decoded GOPs kept for nearby samples, per worker (the cache is shared).
-    pub gop_cache: usize,
-    /// Allocate batch buffers in page-locked host memory through this CUDA device (the
-    /// rank's own GPU), for asynchronous copies to it; needs feature `cuda`, and falls
-    /// back to pageable memory where no CUDA driver or device is present
-    /// ([`Loader::host_memory`] says which).
-    pub pin_memory: Option<usize>,
-    /// YUV→RGB conversion of decoded frames: swscale's SIMD path by default (a few
-    /// levels from the accurate conversion at chroma edges, several times cheaper).
-    pub rgb: RgbConversion,
-    /// The share of an epoch's samples that may be skipped (their episode corrupt, or
-    /// not what the manifest says) before the epoch fails with
-    /// [`LoaderError::TooManySkipped`]: one bad episode costs its samples, a broken
-    /// dataset stops the run. Default 0.01.
-    pub max_skipped: f64,
-}
-
-impl Default for LoaderOptions {
-    fn default() -> Self {
-        Self {
-            batch_size: 8,
-            workers: 2,
-            prefetch: 4,
-            seed: 0,
-            rank: 0,
-            world: 1,
-            shuffle: Shuffle::Locality { run: 10 },
-            drop_last: false,
-            gop_cache: 16,
-            pin_memory: None,
-            rgb: RgbConversion::Fast,
-            max_skipped: 0.01,
-        }
-    }
-}
 
 /// How much one epoch holds on one rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -109,64 +61,6 @@ pub struct LoadStats {
     /// cache every worker shares (its hit rate is the ratio).
     pub frames_wanted: u64,
     pub frames_cached: u64,
-}
-
-/// Decoded GOPs shared by the workers, and the GOPs being decoded right now.
-#[derive(Debug, Default)]
-pub(crate) struct GopCache {
-    /// By (episode row, camera index), most recently used first.
-    pub decoded: VecDeque<((usize, usize), Arc<DecodedGop>)>,
-    /// (episode row, camera index, keyframe time) of the GOPs a worker is decoding: the
-    /// next samples of a run often go to another worker, which waits for that decode
-    /// instead of repeating it.
-    pub in_flight: HashSet<(usize, usize, u64)>,
-}
-
-pub(crate) struct Shared {
-    /// The manifests, where their episodes are read from, and the epoch's positions.
-    pub catalog: Catalog,
-    /// A hash of the spec, for [`crate::RunIdentity`].
-    pub spec_hash: String,
-    pub cameras: Vec<CameraPlan>,
-    pub depths: Vec<DepthPlan>,
-    pub proprio: Vec<ProprioPlan>,
-    /// Every numeric topic of the spec, read together (one read of their group).
-    pub proprio_topics: Vec<String>,
-    pub whole_gops: bool,
-    /// Decoded GOPs kept for the next samples, shared by every worker, most recent first.
-    pub gops: Mutex<GopCache>,
-    /// Signalled whenever a GOP decode finishes (or fails).
-    pub gop_done: Condvar,
-    pub gop_cache: usize,
-    /// Batch buffers, reused once the consumer drops a batch.
-    pub buffers: Arc<BufferPool>,
-    pub signal_widen_ns: i64,
-    pub options: LoaderOptions,
-    /// What every worker did so far, added after each batch.
-    counts: Mutex<WorkerCounts>,
-    /// Makes the worker that takes this batch panic, to test how a lost worker surfaces.
-    #[cfg(test)]
-    pub panic_on_batch: std::sync::OnceLock<u64>,
-}
-
-impl Shared {
-    pub(crate) fn counts(&self) -> WorkerCounts {
-        *self.counts.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn add_counts(&self, more: WorkerCounts) {
-        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        *counts = counts.plus(&more);
-    }
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("sources", &self.catalog.len())
-            .field("options", &self.options)
-            .finish()
-    }
 }
 
 /// A time-aligned multi-rate loader over one manifest or a weighted mixture of several,
@@ -236,9 +130,7 @@ impl Loader {
                 proprio,
                 proprio_topics,
                 whole_gops,
-                gops: Mutex::new(GopCache::default()),
-                gop_done: Condvar::new(),
-                gop_cache: options.gop_cache * options.workers.max(1),
+                gops: Arc::new(GopCache::new(options.gop_cache * options.workers.max(1))),
                 buffers: BufferPool::new(
                     options
                         .pin_memory

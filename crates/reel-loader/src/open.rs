@@ -9,8 +9,9 @@ use reel_io::{StoreOptions, split_object_uri};
 use reel_manifest::{node_manifest_dir, open_uri};
 
 use crate::error::{LoaderError, Result};
-use crate::loader::{Loader, LoaderOptions};
+use crate::loader::Loader;
 use crate::mixture::{MixtureEntry, MixtureSource};
+use crate::options::LoaderOptions;
 use crate::sources::Sources;
 use crate::spec::SampleSpec;
 

@@ -1,6 +1,8 @@
 //! What a failure to fill a sample means, by its kind: skip the sample, open a replaced
 //! object again, or fail the batch on an outage.
 
+use reel_io::Kinded;
+
 use super::*;
 
 impl Worker {
@@ -76,11 +78,6 @@ impl Worker {
         }
         self.signals.retain(|s| s.row != row);
         self.depth_spans.retain(|s| s.row != row);
-        let mut gops = self
-            .shared
-            .gops
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        gops.decoded.retain(|((r, _), _)| *r != row);
+        self.shared.gops.forget_episode(row);
     }
 }
