@@ -1,8 +1,6 @@
 //! Newton–Schulz and the single-process optimizer against the exact SVD oracle.
 
-mod common;
-
-use common::{gaussian, matmul_f64, orthogonal, with_singular_values};
+use crate::common::{gaussian, matmul_f64, orthogonal, with_singular_values};
 use faer::Par;
 use reel_muon::spectral::{newton_schulz_oracle, relative_error, singular_values};
 use reel_muon::{

@@ -1,5 +1,5 @@
 //! Shared helpers of the integration tests: seeded random matrices and a small transformer's shapes.
-#![allow(dead_code)]
+#![allow(dead_code)] // Each test module uses a part of them.
 
 use faer::Mat;
 use rand::SeedableRng;

@@ -1,9 +1,7 @@
 //! Sharded strategies on simulated clusters: bit-identical parameters, state only on owners, and the
 //! bytes each rank receives.
 
-mod common;
-
-use common::{run_ranks, tiny_transformer};
+use crate::common::{run_ranks, tiny_transformer};
 use reel_muon::cost::{Gpu, predict};
 use reel_muon::{
     AdamWConfig, Communicator, Group, Muon, MuonConfig, ParamSpec, ShardedMuon, Strategy, Topology,
@@ -13,16 +11,16 @@ use reel_muon::{
 const STEPS: u64 = 3;
 
 fn config() -> (MuonConfig, AdamWConfig) {
-    common::test_config()
+    crate::common::test_config()
 }
 
 fn initial_params(specs: &[ParamSpec]) -> Vec<Vec<f32>> {
-    common::seeded_tensors(specs, 1000)
+    crate::common::seeded_tensors(specs, 1000)
 }
 
 /// The reduced gradients of step `step`, the same on every rank.
 fn grads(specs: &[ParamSpec], step: u64) -> Vec<Vec<f32>> {
-    common::seeded_tensors(specs, 7919 * step)
+    crate::common::seeded_tensors(specs, 7919 * step)
 }
 
 fn single_reference(specs: &[ParamSpec]) -> Vec<Vec<f32>> {

@@ -2,9 +2,7 @@
 //! must match the oracle at bf16 precision.
 #![cfg(feature = "cuda")]
 
-mod common;
-
-use common::gaussian;
+use crate::common::gaussian;
 use reel_muon::cuda::{CudaDevice, available};
 use reel_muon::spectral::{newton_schulz_oracle, relative_error};
 use reel_muon::{DEFAULT_COEFFICIENTS, NewtonSchulz};

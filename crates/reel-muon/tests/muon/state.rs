@@ -1,23 +1,21 @@
 //! Saving, loading and re-sharding optimizer state.
 
-mod common;
-
-use common::{run_ranks, tiny_transformer};
+use crate::common::{run_ranks, tiny_transformer};
 use reel_muon::state::{OptimizerState, load_sharded};
 use reel_muon::{
     AdamWConfig, Muon, MuonConfig, MuonError, ParamSpec, ShardedMuon, Strategy, Topology,
 };
 
 fn config() -> (MuonConfig, AdamWConfig) {
-    common::test_config()
+    crate::common::test_config()
 }
 
 fn initial_params(specs: &[ParamSpec]) -> Vec<Vec<f32>> {
-    common::seeded_tensors(specs, 500)
+    crate::common::seeded_tensors(specs, 500)
 }
 
 fn grads(specs: &[ParamSpec], step: u64) -> Vec<Vec<f32>> {
-    common::seeded_tensors(specs, 104_729 * step)
+    crate::common::seeded_tensors(specs, 104_729 * step)
 }
 
 #[test]
