@@ -1,8 +1,9 @@
 //! The cache returns exactly what the remote holds, whatever happens to its disk, its
-//! remote or the processes sharing it.
+//! remote or the processes sharing it; its coverage counts exactly the blocks it holds.
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
+mod coverage;
 mod integrity;
 mod reads;
 mod remote_faults;

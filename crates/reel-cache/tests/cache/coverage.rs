@@ -1,14 +1,13 @@
 //! `cached_coverage` counts exactly the blocks a cache holds, without the remote.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::path::Path;
 
 use reel_cache::{BlockCache, CacheConfig, Coverage, cached_coverage};
 use reel_io::{ByteSource, Store};
 
-const BLOCK: u64 = 64 << 10;
+use super::BLOCK;
 
+/// A cache spread over `dirs`, with the suite's block and page sizes.
 fn config(dirs: &[&Path]) -> CacheConfig {
     let mut config = CacheConfig::new(dirs[0], 1 << 30);
     config.dirs = dirs.iter().map(|d| d.to_path_buf()).collect();
