@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use reel_mcap::{PackConfig, pack_episode};
+use reel_landing::{PackConfig, pack_episode};
 use reel_synth::{SynthConfig, generate_episode};
 
 #[test]

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use reel_io::FileSource;
-use reel_mcap::{PackConfig, pack_episode};
+use reel_landing::{PackConfig, pack_episode};
 use reel_synth::{SynthConfig, generate_episode};
 
 /// Bytes of a chunk record in front of its compressed records: opcode, length, start and

@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use rayon::prelude::*;
 use reel_io::StoreOptions;
-use reel_mcap::PackConfig;
+use reel_landing::PackConfig;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -41,7 +41,7 @@ pub struct Args {
     /// A named encoding, before --gop, --crf and --structure: `canonical` (the default)
     /// or `random-access` (short GOPs and uncompressed chunks, for globally shuffled
     /// training; see docs/FORMAT.md).
-    #[arg(long, value_parser = reel_mcap::EncodeConfig::NAMES)]
+    #[arg(long, value_parser = reel_landing::EncodeConfig::NAMES)]
     encoding: Option<String>,
     /// Frames per GOP (and per camera chunk).
     #[arg(long)]
@@ -80,7 +80,7 @@ fn output_for(args: &Args, input: &str) -> String {
         return args.output.clone();
     }
     let path = input.split('?').next().unwrap_or(input);
-    let stem = reel_mcap::recording_stem(path);
+    let stem = reel_landing::recording_stem(path);
     let file = format!("{}.mcap", stem.rsplit('/').next().unwrap_or(stem));
     let (dir, query) = match args.output.split_once('?') {
         Some((d, q)) => (d, format!("?{q}")),
@@ -115,8 +115,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         config.encode.crf = crf;
     }
     match args.structure.as_deref() {
-        Some("star") => config.encode.structure = reel_mcap::EncodeStructure::Star,
-        Some(_) => config.encode.structure = reel_mcap::EncodeStructure::Chain,
+        Some("star") => config.encode.structure = reel_landing::EncodeStructure::Star,
+        Some(_) => config.encode.structure = reel_landing::EncodeStructure::Chain,
         None => {}
     }
     config.skip_unknown |= args.skip_unknown;
@@ -137,7 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .filter(|input| {
             let path = input.split('?').next().unwrap_or(input);
-            seen.insert(reel_mcap::recording_stem(path).to_owned())
+            seen.insert(reel_landing::recording_stem(path).to_owned())
         })
         .collect();
     let options = StoreOptions::default();
@@ -154,7 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     pool.install(|| {
         inputs.par_iter().for_each(|input| {
             let output = output_for(&args, input);
-            let line = match reel_mcap::pack(input, &output, &config, &options) {
+            let line = match reel_landing::pack(input, &output, &config, &options) {
                 Ok(report) => serde_json::to_string(&report).unwrap_or_default(),
                 Err(e) => {
                     *failures.lock().unwrap_or_else(|p| p.into_inner()) += 1;

@@ -30,7 +30,7 @@ use std::collections::BTreeSet;
 
 use rayon::prelude::*;
 use reel_io::{ErrorKind, Kinded, Store};
-use reel_mcap::LandingLog;
+use reel_landing::LandingLog;
 use reel_pipeline::{BatchReport, BatchSpec, Event, Pipeline, PipelineConfig, RunOptions};
 use serde::Serialize;
 
@@ -157,7 +157,7 @@ pub fn import(
             };
             if !present.contains(&landed.landing_key) {
                 let written = source.landing_log(position).and_then(|log| {
-                    let bytes = reel_mcap::write_landing(&landed.landing_key, &log)?;
+                    let bytes = reel_landing::write_landing(&landed.landing_key, &log)?;
                     store.write_atomic(&landed.landing_key, bytes)?;
                     Ok(())
                 });

@@ -15,10 +15,11 @@ use crate::{Error, Result};
 pub(crate) const MAX_CHUNK_BYTES: u64 = 1 << 30;
 
 /// Reads the records of an MCAP file's data in order, handing each to `record`: a
-/// chunk's records in its place (see [`chunk_records`]), a chunk that repeats an earlier
-/// one byte for byte (a writer or copy fault) skipped, so its messages are not doubled.
-/// Returns how many chunks were skipped.
-pub(crate) fn for_each_record(
+/// chunk's records in its place (decompressed whole and checked against its CRC first), a
+/// chunk that repeats an earlier one byte for byte (a writer or copy fault) skipped, so
+/// its messages are not doubled. Returns how many chunks were skipped. A file that is not
+/// MCAP is [`Error::Corrupt`], named by what it is when [`crate::not_mcap`] knows.
+pub fn for_each_record(
     name: &str,
     bytes: &[u8],
     mut record: impl FnMut(Record<'_>) -> Result<()>,

@@ -7,8 +7,9 @@
 //! chunks aligned to GOP windows; numeric streams are `reel.FloatArray` protobuf messages
 //! with their field names in the channel metadata. See `docs/FORMAT.md`.
 //!
-//! * [`pack`] turns a landing log (ROS 2 or Foxglove, JPEG/PNG/raw images) into a
-//!   canonical episode; [`write_episode`] writes one from memory in any [`Layout`].
+//! * [`write_episode`] writes a [`CanonicalEpisode`] from memory in any [`Layout`]; the
+//!   `reel-landing` crate reads landing logs (ROS 2, Foxglove, rosbag2) and packs them into
+//!   one.
 //! * [`EpisodeReader`] reads an episode over any [`reel_io::ByteSource`]: summary in at most
 //!   two ranged reads, then [`EpisodeReader::read_window`], [`EpisodeReader::signals`] and
 //!   [`EpisodeReader::frames`].
@@ -49,43 +50,26 @@
 //! ```
 
 mod chunk;
-mod depth;
 mod doctor;
-mod encoding;
-mod frames;
 mod inspect;
-mod landing;
 mod message_json;
-mod pack;
 pub mod proto;
 mod reader;
-mod recorded_video;
 pub mod records;
 mod sniff;
 mod writer;
 
-pub use depth::{ConvertedDepth, convert_depth};
+pub use chunk::for_each_record;
 pub use doctor::{DoctorOptions, DoctorReport, Problem, doctor};
-pub use encoding::{EncodeConfig, EncodeStructure};
-pub use frames::{CameraFrames, DecodedFrame};
 pub use inspect::{ChannelSummary, ChunkSummary, GopStats, GroupSummary, LayoutReport, inspect};
-pub use landing::{
-    FrameClass, ImageEncoding, LandingCamera, LandingEpisode, LandingFiles, LandingFrame,
-    LandingImage, LandingImages, LandingLog, LandingRecorded, LandingSignal, LandingVideo,
-    RecordedMessage, Rosbag2Metadata, StreamProblem, is_rosbag2, read_landing, read_landing_object,
-    read_rosbag2, read_split_mcap, recording_key, recording_stem, write_landing,
-};
 pub use message_json::{MessageJson, cat_messages, decode_message};
-pub use pack::{
-    PackConfig, PackReport, TopicRule, pack, pack_episode, plan_recorded_videos, prepare_episode,
-    prepare_landing,
-};
 pub use reader::{DecodedGop, DepthWindow, EpisodeReader, PlannedGop, RawMessage, SignalWindow};
-pub use recorded_video::{check_recorded_video, is_recorded_video, keep_recorded_video};
 pub use records::{CameraWindows, SignalKind, StreamGrid, VideoOrigin};
+pub use sniff::not_mcap;
 pub use writer::{
-    CameraStream, CanonicalEpisode, DepthFrame, DepthStream, Layout, RecordedStream, Sample,
-    SignalStream, VideoFrame, WriteConfig, is_idr, write_episode,
+    CameraStream, CanonicalEpisode, DepthFrame, DepthStream, Layout, RecordedMessage,
+    RecordedStream, RecordedTopic, Sample, SignalStream, VideoFrame, WriteConfig, is_idr,
+    write_episode,
 };
 
 /// Version of the canonical format written by this crate (`reel.format_version`). Version

@@ -5,7 +5,7 @@
 const SQLITE_HEADER: &[u8] = b"SQLite format 3\0";
 
 /// Why bytes starting with `head` are not MCAP, when they are a format Reel knows of.
-pub(crate) fn not_mcap(head: &[u8]) -> Option<&'static str> {
+pub fn not_mcap(head: &[u8]) -> Option<&'static str> {
     head.starts_with(SQLITE_HEADER).then_some(
         "an SQLite database (a rosbag2 .db3 file), not MCAP: name the bag's folder, its \
          metadata.yaml or one of its .db3 files with the metadata.yaml beside it",

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::Cursor;
 
+use bytes::Bytes;
 use mcap::records::{MessageHeader, Metadata};
 use prost::Message;
 
@@ -127,14 +128,45 @@ pub struct SignalStream {
     pub samples: Vec<Sample>,
 }
 
-/// A landing topic kept as recorded (its own schema and message bytes), in a group of its
-/// own (`other` by default): what Reel does not read is carried, never dropped.
+/// One message kept as recorded.
+#[derive(Debug, Clone)]
+pub struct RecordedMessage {
+    /// Log time (ns).
+    pub log_time: u64,
+    /// Publish time (ns).
+    pub publish_time: u64,
+    /// The message bytes, in the topic's own encoding.
+    pub data: Bytes,
+}
+
+/// A topic kept as recorded: its schema and message bytes as the landing log had them,
+/// with why Reel did not read it.
+#[derive(Debug, Clone)]
+pub struct RecordedTopic {
+    /// Topic.
+    pub topic: String,
+    /// Schema name.
+    pub schema: String,
+    /// Schema encoding (`ros2msg`, `protobuf`, `jsonschema`, or empty).
+    pub schema_encoding: String,
+    /// Schema bytes.
+    pub schema_data: Bytes,
+    /// Message encoding (`cdr`, `protobuf`, `json`...).
+    pub message_encoding: String,
+    /// Why Reel did not read it.
+    pub reason: String,
+    /// Messages in log-time order.
+    pub messages: Vec<RecordedMessage>,
+}
+
+/// A topic kept as recorded (its own schema and message bytes), in a group of its own
+/// (`other` by default): what Reel does not read is carried, never dropped.
 #[derive(Debug, Clone)]
 pub struct RecordedStream {
     /// Topic group.
     pub group: String,
     /// The topic, its schema and messages.
-    pub recorded: crate::LandingRecorded,
+    pub recorded: RecordedTopic,
 }
 
 /// A whole episode, ready to write.

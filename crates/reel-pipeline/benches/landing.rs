@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 use std::io::Cursor;
 
 use reel_io::MemorySource;
+use reel_landing::{PackConfig, pack_episode, read_landing};
+use reel_mcap::EpisodeReader;
 use reel_mcap::proto::{COMPRESSED_VIDEO, CompressedVideo, Timestamp, compressed_video_schema};
-use reel_mcap::{EpisodeReader, PackConfig, pack_episode, read_landing};
 use reel_pipeline::{PipelineConfig, process_episode};
 use reel_synth::ros2;
 use reel_synth::scene::{CameraMotion, SceneRenderer};
@@ -342,7 +343,7 @@ fn main() {
             let start = cpu_seconds();
             let episode = read_landing(encoding, bytes, &|_| false).unwrap();
             let camera = &episode.cameras[0];
-            for (_, picture) in reel_mcap::CameraFrames::new(camera) {
+            for (_, picture) in reel_landing::CameraFrames::new(camera) {
                 std::hint::black_box(picture.unwrap());
             }
             *decode_cpu.entry(encoding).or_default() += cpu_seconds() - start;

@@ -4,10 +4,8 @@
 //! One pass keeps memory at two decoded frames whatever the episode length, and decodes
 //! each JPEG exactly once, so ingest costs little more than the encoder alone.
 
-use reel_mcap::{
-    CameraFrames, CameraStream, CameraWindows, DecodedFrame, EncodeConfig, LandingCamera,
-    VideoFrame, VideoOrigin,
-};
+use reel_landing::{CameraFrames, DecodedFrame, EncodeConfig, LandingCamera};
+use reel_mcap::{CameraStream, CameraWindows, VideoFrame, VideoOrigin};
 use reel_video::H264Encoder;
 
 use crate::resample::CameraGrid;
@@ -147,7 +145,7 @@ pub fn encode_camera(
         if !camera.frames.is_empty() {
             decode_through(camera.frames.len() - 1, &mut stats, &mut last_good);
         }
-        let stream = reel_mcap::keep_recorded_video(camera, config.camera_group.clone())
+        let stream = reel_landing::keep_recorded_video(camera, config.camera_group.clone())
             .map_err(video_err)?;
         return Ok(CameraOutput {
             stream,

@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
+use reel_landing::{ConvertedDepth, StreamProblem};
 use reel_mcap::{
-    CameraStream, CameraWindows, CanonicalEpisode, ConvertedDepth, DepthStream, RecordedStream,
-    SignalKind, SignalStream, StreamProblem, WriteConfig,
+    CameraStream, CameraWindows, CanonicalEpisode, DepthStream, RecordedStream, SignalKind,
+    SignalStream, WriteConfig,
 };
 use serde::{Deserialize, Serialize};
 
@@ -198,13 +199,13 @@ pub fn process_episode(
 pub fn process_recording(
     name: &str,
     fallback_id: &str,
-    files: &reel_mcap::LandingFiles,
+    files: &reel_landing::LandingFiles,
     config: &PipelineConfig,
 ) -> Result<ProcessedEpisode> {
     let config_digest = config.digest()?;
     let landing_digest = match files {
-        reel_mcap::LandingFiles::Mcap { bytes, .. } => reel_manifest::object_digest(bytes),
-        reel_mcap::LandingFiles::Rosbag2 { files, .. } => {
+        reel_landing::LandingFiles::Mcap { bytes, .. } => reel_manifest::object_digest(bytes),
+        reel_landing::LandingFiles::Rosbag2 { files, .. } => {
             reel_manifest::parts_digest(files.iter().map(|(_, bytes)| &bytes[..]))
         }
     };
@@ -228,7 +229,7 @@ fn process_landing(
     let black_luma = config.qc.black_luma();
     // A camera kept as recorded sets the chunk windows with its keyframes; otherwise they
     // are `gop` periods of the first camera's grid from the grid origin.
-    let (kept_windows, origins) = reel_mcap::plan_recorded_videos(
+    let (kept_windows, origins) = reel_landing::plan_recorded_videos(
         &landing.episode.cameras,
         config.encode.keep_recorded_video,
     );
@@ -264,7 +265,7 @@ fn process_landing(
         .depths
         .par_iter()
         .map(|camera| {
-            reel_mcap::convert_depth(name, camera, config.encode.camera_group.clone(), true)
+            reel_landing::convert_depth(name, camera, config.encode.camera_group.clone(), true)
         })
         .collect::<std::result::Result<_, _>>()?;
     let stats: Vec<CameraStats<'_>> = cameras

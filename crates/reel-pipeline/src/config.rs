@@ -7,7 +7,7 @@ use crate::qc::QcConfig;
 use crate::resample::ResampleConfig;
 use crate::segment::check_segment;
 use crate::{Error, PIPELINE_VERSION, Result};
-use reel_mcap::EncodeConfig;
+use reel_landing::EncodeConfig;
 
 /// Everything that decides what ingest produces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use reel_landing::LandingEpisode;
 use reel_manifest::warehouse::SourceDataset;
-use reel_mcap::LandingEpisode;
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -101,7 +101,7 @@ pub struct Landing {
 /// metadata has no `episode_id`. Topics Reel does not read are kept as recorded
 /// ([`LandingEpisode::other`]); an episode without any camera or numeric stream is an error.
 pub fn decode_landing(name: &str, fallback_id: &str, bytes: &[u8]) -> Result<Landing> {
-    let episode = reel_mcap::read_landing(name, bytes, &|_| false)?;
+    let episode = reel_landing::read_landing(name, bytes, &|_| false)?;
     landing_of(name, fallback_id, episode, bytes.len() as u64)
 }
 
@@ -109,7 +109,7 @@ pub fn decode_landing(name: &str, fallback_id: &str, bytes: &[u8]) -> Result<Lan
 pub fn decode_recording(
     name: &str,
     fallback_id: &str,
-    files: &reel_mcap::LandingFiles,
+    files: &reel_landing::LandingFiles,
 ) -> Result<Landing> {
     let episode = files.read(&|_| false)?;
     landing_of(name, fallback_id, episode, files.len())

@@ -70,7 +70,7 @@ pub use plan::{
 };
 pub use qc::{CameraStats, CheckKind, Finding, QcConfig, QcMetrics, QcReport, quality_check};
 pub use reel_io::{ErrorKind, Kinded};
-pub use reel_mcap::EncodeConfig;
+pub use reel_landing::EncodeConfig;
 pub use resample::{CameraGrid, GridSignal, ResampleConfig, Resampled, resample};
 pub use state::{Claim, CommitRecord, Quarantine, StateStore};
 

@@ -117,7 +117,7 @@ pub fn list_landing(store: &Store, prefix: &str) -> Result<Vec<PlanEpisode>> {
         .collect();
     for (bag, _) in all
         .iter()
-        .filter(|(k, _)| reel_mcap::is_rosbag2(k) && depth(k) == 1)
+        .filter(|(k, _)| reel_landing::is_rosbag2(k) && depth(k) == 1)
     {
         let folder = bag.strip_suffix("metadata.yaml").unwrap_or(bag);
         let first = all.partition_point(|(k, _)| k.as_str() < folder);

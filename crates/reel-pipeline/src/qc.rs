@@ -16,7 +16,8 @@ mod report;
 mod signals;
 mod timing;
 
-use reel_mcap::{LandingEpisode, SignalKind};
+use reel_landing::LandingEpisode;
+use reel_mcap::SignalKind;
 
 use crate::resample::ResampleConfig;
 pub use cameras::CameraStats;
@@ -87,7 +88,8 @@ pub fn quality_check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel_mcap::{LandingSignal, Sample};
+    use reel_landing::LandingSignal;
+    use reel_mcap::Sample;
 
     fn joints(hz: f64, seconds: f64) -> LandingSignal {
         let period = (1e9 / hz) as u64;
@@ -141,7 +143,7 @@ mod tests {
         late.samples.retain(|s| s.log_time >= 2_000_000_000);
         let episode = LandingEpisode {
             signals: vec![joints(200.0, 10.0), actions, late],
-            problems: vec![reel_mcap::StreamProblem {
+            problems: vec![reel_landing::StreamProblem {
                 topic: "/imu".into(),
                 schema: "sensor_msgs/msg/Imu".into(),
                 bad_messages: 2,

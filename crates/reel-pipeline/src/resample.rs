@@ -7,7 +7,8 @@
 //! are further apart than `max_gap_periods` landing periods lies in a gap: it is left out
 //! and the gap recorded, never filled in.
 
-use reel_mcap::{LandingCamera, LandingEpisode, Sample, SignalKind};
+use reel_landing::{LandingCamera, LandingEpisode};
+use reel_mcap::{Sample, SignalKind};
 use serde::{Deserialize, Serialize};
 
 /// Target rates and the gap bound.
@@ -329,7 +330,7 @@ fn resample_camera(camera: &LandingCamera, origin: u64, config: &ResampleConfig)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel_mcap::{ImageEncoding, LandingFrame, LandingSignal};
+    use reel_landing::{ImageEncoding, LandingFrame, LandingSignal};
 
     fn sample(t: u64, v: f64) -> Sample {
         Sample {

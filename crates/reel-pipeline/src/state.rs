@@ -133,7 +133,7 @@ impl StateStore {
     /// rosbag2 recording's folder) under `quarantine/` (`quarantine/ep-7.json`,
     /// `quarantine/robot-b/ep-7.json`).
     pub fn quarantine_key(landing_key: &str) -> String {
-        let stem = reel_mcap::recording_stem(landing_key);
+        let stem = reel_landing::recording_stem(landing_key);
         format!("quarantine/{stem}.json")
     }
 

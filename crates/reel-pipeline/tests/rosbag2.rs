@@ -20,7 +20,7 @@ fn rosbag2_folders_are_planned_and_ingested_beside_mcap_files() {
     let landing_dir = dir.path().join("landing");
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../reel-mcap/tests/python/write_rosbags.py"
+        "/../reel-landing/tests/python/write_rosbags.py"
     );
     let python = reel_io::test_support::python().expect("the test venv's Python");
     let status = Command::new(python)

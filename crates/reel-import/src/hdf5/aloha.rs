@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use reel_mcap::{LandingImages, LandingLog, SignalKind};
+use reel_landing::{LandingImages, LandingLog};
+use reel_mcap::SignalKind;
 
 use super::episode::Episode;
 use super::file::{h5_err, open, pictures, root_attributes, rows};

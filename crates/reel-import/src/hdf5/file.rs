@@ -7,7 +7,7 @@ use bytes::Bytes;
 use hdf5::types::VarLenUnicode;
 use hdf5_metno as hdf5;
 use ndarray::s;
-use reel_mcap::LandingImage;
+use reel_landing::LandingImage;
 
 use crate::{Error, Result};
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use hdf5_metno as hdf5;
-use reel_mcap::{LandingImages, LandingLog};
+use reel_landing::{LandingImages, LandingLog};
 
 use super::episode::Episode;
 use super::file::{h5_err, open, pictures, rows};

@@ -23,7 +23,7 @@ mod robomimic;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use reel_mcap::LandingLog;
+use reel_landing::LandingLog;
 
 use crate::{Error, Result, Source, SourceEpisode};
 pub use aloha::ALOHA_FPS;

@@ -3,7 +3,8 @@
 
 use hdf5::types::VarLenUnicode;
 use hdf5_metno as hdf5;
-use reel_mcap::{LandingImages, LandingLog, SignalKind};
+use reel_landing::{LandingImages, LandingLog};
+use reel_mcap::SignalKind;
 
 use super::episode::Episode;
 use super::file::{h5_err, open, pictures, rows};

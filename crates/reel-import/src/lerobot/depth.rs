@@ -4,7 +4,7 @@
 //! millimetres as LeRobot's own reader does (`dequantize_depth`, in float32), they land as
 //! Reel depth pictures (`16UC1`, millimetres), which ingest stores losslessly.
 
-use reel_mcap::{LandingImage, LandingImages};
+use reel_landing::{LandingImage, LandingImages};
 use reel_video::{StreamDecoder, VideoSpan};
 
 use super::Feature;

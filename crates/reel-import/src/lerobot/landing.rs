@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use reel_mcap::{LandingImage, LandingImages, LandingLog, LandingVideo, Sample, SignalStream};
+use reel_landing::{LandingImage, LandingImages, LandingLog, LandingVideo};
+use reel_mcap::{Sample, SignalStream};
 
 use super::Dataset;
 use super::depth;

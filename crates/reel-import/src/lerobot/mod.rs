@@ -25,7 +25,7 @@ mod table;
 
 use std::path::{Path, PathBuf};
 
-use reel_mcap::LandingLog;
+use reel_landing::LandingLog;
 
 use crate::{Error, Result, Source, SourceEpisode};
 pub use episodes::{EpisodeEntry, VideoSpan};

@@ -246,7 +246,7 @@ hz = 200.0
                 .expect("uri")
                 .to_string();
             let landing =
-                reel_mcap::read_landing(&uri, &f.landing[&uri], &|_| false).expect("landing");
+                reel_landing::read_landing(&uri, &f.landing[&uri], &|_| false).expect("landing");
             let camera = landing
                 .depths
                 .iter()

@@ -116,7 +116,7 @@ impl BatchSpec {
 /// The episode id a landing key stands for: its file name without `.mcap`, or a rosbag2
 /// recording's folder name.
 pub(crate) fn stem_of(landing_key: &str) -> &str {
-    let stem = reel_mcap::recording_stem(landing_key);
+    let stem = reel_landing::recording_stem(landing_key);
     stem.rsplit('/').next().unwrap_or(stem)
 }
 

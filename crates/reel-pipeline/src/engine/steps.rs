@@ -18,7 +18,7 @@ use crate::state::{Claim, CommitRecord, Quarantine, StateStore};
 use crate::{Error, ErrorKind, Kinded, Result, now_ns};
 
 /// Fingerprint of a landing recording's bytes (all its files, in order).
-fn landing_digest(files: &reel_mcap::LandingFiles) -> String {
+fn landing_digest(files: &reel_landing::LandingFiles) -> String {
     let mut hasher = twox_hash::XxHash3_128::new();
     for part in files.parts() {
         hasher.write(part);
@@ -130,7 +130,7 @@ impl Pipeline {
     /// episode itself is bad, a quarantine record. Failures of any other kind are
     /// returned, so the batch fails and nothing is recorded for this episode.
     fn ingest_episode(&self, landing_key: &str, id: &str) -> Result<Outcome> {
-        let landing = match reel_mcap::LandingFiles::fetch(&self.landing, landing_key) {
+        let landing = match reel_landing::LandingFiles::fetch(&self.landing, landing_key) {
             Ok(landing) => landing,
             // A planned episode that vanished from landing is bad input too.
             Err(reel_mcap::Error::Io(reel_io::Error::NotFound { name })) => {

@@ -7,7 +7,7 @@ use crate::resample::{ResampleConfig, median_period};
 
 #[allow(clippy::needless_range_loop)] // `i` indexes samples, jerk flags and windows alike
 pub(super) fn check_joints(
-    signal: &reel_mcap::LandingSignal,
+    signal: &reel_landing::LandingSignal,
     rates: &ResampleConfig,
     config: &QcConfig,
     report: &mut QcReport,
@@ -134,7 +134,7 @@ pub(super) fn check_joints(
     }
 }
 
-pub(super) fn check_hand(signal: &reel_mcap::LandingSignal, report: &mut QcReport) {
+pub(super) fn check_hand(signal: &reel_landing::LandingSignal, report: &mut QcReport) {
     let bad = |s: &reel_mcap::Sample| s.values.iter().any(|v| !v.is_finite());
     let mut start: Option<usize> = None;
     let samples = &signal.samples;

@@ -1,7 +1,8 @@
 //! Checks of when the streams logged: recorder stalls (every stream silent), gaps of single
 //! streams, rates short of their target, and streams that start late or end early.
 
-use reel_mcap::{LandingEpisode, SignalKind};
+use reel_landing::LandingEpisode;
+use reel_mcap::SignalKind;
 
 use super::config::QcConfig;
 use super::report::{CheckKind, Finding, QcReport};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, ReflectMessage};
 
-use super::value::{Fields, Value};
+use crate::value::{Fields, Value};
 
 /// The descriptor of one protobuf channel's message type.
 #[derive(Debug, Clone)]

@@ -1,8 +1,9 @@
 //! What a decoded landing message means: recognition by message type (then by the
 //! fields a message has), and the frames or numbers it carries.
 
-use super::value::{Fields, Value, time_ns};
-use crate::records::SignalKind;
+use reel_mcap::SignalKind;
+
+use crate::value::{Fields, Value, time_ns};
 
 /// How a topic's messages are read, chosen from its message type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +90,7 @@ impl Interpretation {
             "geometry_msgs/TwistStamped" => Self::Vectors(TWIST_STAMPED),
             "nav_msgs/Odometry" => Self::Vectors(ODOMETRY),
             t if t.starts_with("std_msgs/") && t.ends_with("MultiArray") => Self::MultiArray,
-            crate::proto::FLOAT_ARRAY => Self::FloatArray,
+            reel_mcap::proto::FLOAT_ARRAY => Self::FloatArray,
             _ => return None,
         })
     }

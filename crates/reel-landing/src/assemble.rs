@@ -4,17 +4,15 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use reel_mcap::{RecordedMessage, RecordedTopic, Sample, SignalKind};
 
-use super::interpret::{self, Interpretation};
-use super::protobuf::ProtobufSchema;
-use super::ros2msg::{Ros2Schema, normalize_type};
-use super::value::Fields;
-use super::{
-    ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingRecorded, LandingSignal,
-    RecordedMessage, StreamProblem,
+use crate::episode::{
+    ImageEncoding, LandingCamera, LandingEpisode, LandingFrame, LandingSignal, StreamProblem,
 };
-use crate::records::SignalKind;
-use crate::writer::Sample;
+use crate::interpret::{self, Interpretation};
+use crate::protobuf::ProtobufSchema;
+use crate::ros2msg::{Ros2Schema, normalize_type};
+use crate::value::Fields;
 
 /// A topic as its container describes it.
 #[derive(Debug, Clone)]
@@ -64,7 +62,7 @@ impl Decoder {
         match self {
             Self::Ros2(schema) => schema.decode(data),
             Self::Protobuf(schema) => schema.decode(data),
-            Self::Json => super::json::decode(data),
+            Self::Json => crate::json::decode(data),
         }
     }
 }
@@ -275,7 +273,7 @@ impl<'a> Assembler<'a> {
             };
             let mut messages = topic.recorded;
             messages.sort_by_key(|m| m.log_time);
-            episode.other.push(LandingRecorded {
+            episode.other.push(RecordedTopic {
                 topic: topic.info.topic,
                 schema: topic.info.schema,
                 schema_encoding: topic.info.schema_encoding,
@@ -430,7 +428,7 @@ fn read_message(
                 kind: match kind {
                     Interpretation::FloatArray => info
                         .metadata
-                        .get(crate::keys::KIND)
+                        .get(reel_mcap::keys::KIND)
                         .and_then(|k| SignalKind::from_name(k))
                         .unwrap_or(SignalKind::Signal),
                     _ => kind.kind(&info.topic),
@@ -455,7 +453,7 @@ fn read_message(
 /// Names a `reel.FloatArray` message's values by its channel's `reel.fields`, which must
 /// name each of them.
 fn name_float_array(info: &ChannelInfo, samples: &mut [interpret::Values]) -> Result<(), String> {
-    let Some(names) = info.metadata.get(crate::keys::FIELDS) else {
+    let Some(names) = info.metadata.get(reel_mcap::keys::FIELDS) else {
         return Ok(());
     };
     let names: Vec<String> = names.split(',').map(str::to_owned).collect();
@@ -464,7 +462,7 @@ fn name_float_array(info: &ChannelInfo, samples: &mut [interpret::Values]) -> Re
             return Err(format!(
                 "{} values, the channel's `{}` names {}",
                 s.values.len(),
-                crate::keys::FIELDS,
+                reel_mcap::keys::FIELDS,
                 names.len()
             ));
         }

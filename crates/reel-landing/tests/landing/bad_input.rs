@@ -1,12 +1,11 @@
 //! Bad input gives typed errors that name the file, never a panic.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::collections::BTreeMap;
 use std::io::Cursor;
 
 use reel_io::{Kinded, MemorySource};
-use reel_mcap::{EpisodeReader, Error, PackConfig, pack_episode};
+use reel_landing::{PackConfig, pack_episode};
+use reel_mcap::{EpisodeReader, Error};
 use reel_synth::{FaultKind, FaultRates, SynthConfig, generate_episode};
 use reel_video::H264Decoder;
 

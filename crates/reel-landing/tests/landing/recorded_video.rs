@@ -3,16 +3,13 @@
 //! the chunk windows are transcoded, each with its reason; pictures of odd sizes survive
 //! the round trip. Outputs are checked by Python `mcap` and decoded by PyAV.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
 use reel_io::MemorySource;
-use reel_mcap::{
-    DoctorOptions, EpisodeReader, PackConfig, VideoOrigin, doctor, keys, pack, read_landing,
-};
+use reel_landing::{PackConfig, pack, read_landing};
+use reel_mcap::{DoctorOptions, EpisodeReader, VideoOrigin, doctor, keys};
 use reel_video::{H264Decoder, RgbConversion};
 use serde_json::Value;
 
@@ -46,7 +43,7 @@ fn source_frame(exp: &Value, i: usize) -> Vec<u8> {
         .collect()
 }
 
-fn packed(out: &Path) -> (PathBuf, reel_mcap::PackReport) {
+fn packed(out: &Path) -> (PathBuf, reel_landing::PackReport) {
     let (mcap, _) = recording();
     let output = out.join("episode.mcap");
     let report = pack(
@@ -194,9 +191,9 @@ fn a_recorded_video_is_read_from_the_landing_as_video() {
     for topic in ["/video/kept", "/video/hevc"] {
         let camera = episode.cameras.iter().find(|c| c.topic == topic).unwrap();
         assert_eq!(camera.frames.len(), frames);
-        assert!(reel_mcap::is_recorded_video(camera));
+        assert!(reel_landing::is_recorded_video(camera));
     }
-    let (windows, origins) = reel_mcap::plan_recorded_videos(&episode.cameras, true);
+    let (windows, origins) = reel_landing::plan_recorded_videos(&episode.cameras, true);
     let windows = windows.unwrap();
     assert_eq!(windows.origin_ns, exp["start_ns"].as_u64().unwrap());
     let kept = episode
@@ -208,7 +205,7 @@ fn a_recorded_video_is_read_from_the_landing_as_video() {
         .collect::<Vec<_>>();
     assert_eq!(kept, ["/video/kept"]);
     // Told not to keep, every recorded video is transcoded.
-    let (windows, origins) = reel_mcap::plan_recorded_videos(&episode.cameras, false);
+    let (windows, origins) = reel_landing::plan_recorded_videos(&episode.cameras, false);
     assert!(windows.is_none());
     assert!(!origins.contains(&VideoOrigin::Kept));
     // Decoded front to back, the n-th picture is the n-th message's.
@@ -217,7 +214,7 @@ fn a_recorded_video_is_read_from_the_landing_as_video() {
         .iter()
         .find(|c| c.topic == "/video/hevc")
         .unwrap();
-    let pictures: Vec<_> = reel_mcap::CameraFrames::new(hevc)
+    let pictures: Vec<_> = reel_landing::CameraFrames::new(hevc)
         .map(|(i, p)| (i, p.unwrap()))
         .collect();
     assert_eq!(pictures.len(), frames);

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use reel_video::{ImageDecoder, Picture, RgbImage, StreamDecoder};
 
-use crate::landing::{ImageEncoding, LandingCamera};
+use crate::episode::{ImageEncoding, LandingCamera};
 
 /// Decodes the frames of one landing camera front to back.
 #[derive(Debug)]

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use bytes::Bytes;
+use reel_mcap::{Error, Result};
 
-use super::LandingEpisode;
-use super::assemble::{Assembler, ChannelInfo};
-use crate::{Error, Result};
+use crate::assemble::{Assembler, ChannelInfo};
+use crate::episode::LandingEpisode;
 
 /// What a rosbag2 `metadata.yaml` says about its recording.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::value::{Fields, Value};
+use crate::value::{Fields, Value};
 
 /// Decodes one JSON object.
 pub fn decode(data: &[u8]) -> Result<Fields, String> {

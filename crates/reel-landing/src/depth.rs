@@ -1,11 +1,10 @@
 //! Landing depth cameras to canonical depth streams: every frame decoded to 16-bit values
 //! (one rule for all of `16UC1`, `mono16`, `32FC1` and `compressedDepth`), nothing lossy.
 
+use reel_mcap::{DepthFrame, DepthStream, Error, Result};
 use reel_video::ImageDecoder;
 
-use crate::landing::LandingCamera;
-use crate::writer::{DepthFrame, DepthStream};
-use crate::{Error, Result};
+use crate::episode::LandingCamera;
 
 /// A depth camera converted, with what it cost.
 #[derive(Debug, Clone)]
@@ -19,7 +18,7 @@ pub struct ConvertedDepth {
 }
 
 /// Converts a landing depth camera (one of [`crate::LandingEpisode::depths`]) for
-/// [`crate::CanonicalEpisode::depths`]. A frame that does not decode, or whose size or
+/// [`reel_mcap::CanonicalEpisode::depths`]. A frame that does not decode, or whose size or
 /// unit differs from the stream's first, fails the camera unless `skip_bad_frames`.
 pub fn convert_depth(
     name: &str,

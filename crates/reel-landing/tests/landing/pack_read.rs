@@ -1,9 +1,8 @@
 //! Landing episodes from reel-synth pack into canonical episodes that read back exactly.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use reel_io::{CountingSource, MemorySource};
-use reel_mcap::{EncodeConfig, EncodeStructure, EpisodeReader, PackConfig, keys, pack_episode};
+use reel_landing::{EncodeConfig, EncodeStructure, PackConfig, pack_episode};
+use reel_mcap::{EpisodeReader, keys};
 use reel_synth::{Flavor, SynthConfig, generate_episode};
 use reel_video::H264Decoder;
 
@@ -98,7 +97,8 @@ fn ros2_episode_packs_and_reads_back() {
 
 #[test]
 fn frames_decode_on_every_layout() {
-    use reel_mcap::{Layout, WriteConfig, prepare_episode, write_episode};
+    use reel_landing::prepare_episode;
+    use reel_mcap::{Layout, WriteConfig, write_episode};
     let landing = synth(Flavor::Ros2);
     let (episode, config, _) =
         prepare_episode("landing.mcap", &landing.mcap, &PackConfig::default()).unwrap();

@@ -2,12 +2,11 @@
 //! messages, counts, order, CRCs, MessageIndex entries, depth frames) and the ffmpeg CLI
 //! (H.264).
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::process::Command;
 
 use reel_io::MemorySource;
-use reel_mcap::{EpisodeReader, PackConfig, pack_episode};
+use reel_landing::{PackConfig, pack_episode};
+use reel_mcap::EpisodeReader;
 use reel_synth::{Flavor, SynthConfig, generate_episode};
 use reel_video::H264Decoder;
 

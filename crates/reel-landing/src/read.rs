@@ -1,301 +1,19 @@
 //! Reading landing logs as robots record them: MCAP (ROS 2 `cdr` + `ros2msg`, Foxglove
 //! protobuf and JSON) and rosbag2 sqlite3, decoded from the schemas the log carries.
 //!
-//! Each topic is decoded by its schema ([`ros2msg`], [`protobuf`], [`json`]) into one
-//! [`value::Value`] tree, then recognised by its message type ([`interpret`]) as a camera
-//! or as numeric streams. One message that fails costs that message (counted in
-//! [`LandingEpisode::problems`]); a topic that nothing reads, or that fails wholly, is
-//! kept as recorded in [`LandingEpisode::other`], never dropped.
-
-mod assemble;
-mod interpret;
-mod json;
-mod protobuf;
-mod ros2msg;
-mod rosbag2;
-mod value;
-mod write;
-
-use std::collections::BTreeMap;
+//! Each topic is decoded by its schema ([`crate::ros2msg`], [`crate::protobuf`],
+//! [`crate::json`]) into one [`crate::value::Value`] tree, then recognised by its message
+//! type ([`crate::interpret`]) as a camera or as numeric streams. One message that fails
+//! costs that message (counted in [`LandingEpisode::problems`]); a topic that nothing
+//! reads, or that fails wholly, is kept as recorded in [`LandingEpisode::other`], never
+//! dropped.
 
 use bytes::Bytes;
+use reel_mcap::{Error, Result};
 
-use crate::records::SignalKind;
-use crate::writer::Sample;
-use crate::{Error, Result};
-use assemble::{Assembler, ChannelInfo};
-pub use rosbag2::{Rosbag2Metadata, read_rosbag2};
-pub use write::{LandingImage, LandingImages, LandingLog, LandingVideo, write_landing};
-
-/// How a landing frame is stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ImageEncoding {
-    /// JPEG bytes.
-    Jpeg,
-    /// PNG bytes.
-    Png,
-    /// Uncompressed pixels (`sensor_msgs/msg/Image`, `foxglove.RawImage`).
-    Raw {
-        /// The pixel layout.
-        layout: reel_video::PixelLayout,
-        /// Width in pixels.
-        width: usize,
-        /// Height in pixels.
-        height: usize,
-        /// Bytes per row.
-        step: usize,
-    },
-    /// Uncompressed single-channel 16- or 32-bit pixels (`16UC1`, `mono16`, `32FC1`).
-    RawDepth {
-        /// How the values are stored.
-        layout: reel_video::DepthLayout,
-        /// Width in pixels.
-        width: usize,
-        /// Height in pixels.
-        height: usize,
-        /// Bytes per row.
-        step: usize,
-        /// Whether the values are big-endian (`sensor_msgs/Image.is_bigendian`).
-        big_endian: bool,
-    },
-    /// `compressedDepth` (`compressed_depth_image_transport`): PNG or RVL after a header.
-    CompressedDepth {
-        /// The source image's layout (`16UC1` or `32FC1` inverse depth).
-        layout: reel_video::DepthLayout,
-        /// PNG or RVL.
-        codec: reel_video::DepthCodec,
-    },
-    /// One access unit of recorded video (`foxglove.CompressedVideo`): it decodes only in
-    /// sequence with the stream's other units ([`crate::CameraFrames`]).
-    Video {
-        /// H.264 or H.265.
-        codec: reel_video::VideoCodec,
-    },
-}
-
-/// What a camera's frames are: the encodings of one topic must all be of one class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrameClass {
-    /// Colour or grey pictures, each decoding on its own.
-    Picture,
-    /// 16-bit single-channel images.
-    Depth,
-    /// Recorded video.
-    Video,
-}
-
-impl FrameClass {
-    pub(crate) fn describe(self) -> &'static str {
-        match self {
-            Self::Picture => "colour image",
-            Self::Depth => "depth image",
-            Self::Video => "video frame",
-        }
-    }
-}
-
-impl ImageEncoding {
-    /// Whether frames of this encoding are 16-bit single-channel (depth, `mono16`), stored
-    /// losslessly rather than as H.264.
-    pub fn is_depth(&self) -> bool {
-        self.class() == FrameClass::Depth
-    }
-
-    /// The class of frames of this encoding.
-    pub fn class(&self) -> FrameClass {
-        match self {
-            Self::RawDepth { .. } | Self::CompressedDepth { .. } => FrameClass::Depth,
-            Self::Video { .. } => FrameClass::Video,
-            Self::Jpeg | Self::Png | Self::Raw { .. } => FrameClass::Picture,
-        }
-    }
-
-    /// The encoding's name as landing logs write it (`jpeg`, `rgb8`, `32FC1`,
-    /// `16UC1; compressedDepth rvl`...).
-    pub fn name(&self) -> String {
-        use reel_video::{DepthCodec, DepthLayout};
-        let depth = |layout| match layout {
-            DepthLayout::Millimetres16 => "16UC1",
-            DepthLayout::Mono16 => "mono16",
-            DepthLayout::Metres32 => "32FC1",
-        };
-        match self {
-            Self::Jpeg => "jpeg".into(),
-            Self::Png => "png".into(),
-            Self::Raw { layout, .. } => format!("{layout:?}").to_ascii_lowercase(),
-            Self::RawDepth { layout, .. } => depth(*layout).into(),
-            Self::CompressedDepth { layout, codec } => format!(
-                "{}; compressedDepth {}",
-                depth(*layout),
-                match codec {
-                    DepthCodec::Png => "png",
-                    DepthCodec::Rvl => "rvl",
-                }
-            ),
-            Self::Video { codec } => codec.name().into(),
-        }
-    }
-
-    /// Decodes a landing frame of this encoding to RGB.
-    pub fn to_rgb(
-        &self,
-        decoder: &mut reel_video::ImageDecoder,
-        data: &[u8],
-    ) -> reel_video::Result<reel_video::RgbImage> {
-        match *self {
-            Self::Jpeg => decoder.decode(reel_video::ImageFormat::Jpeg, data),
-            Self::Png => decoder.decode(reel_video::ImageFormat::Png, data),
-            Self::Raw {
-                layout,
-                width,
-                height,
-                step,
-            } => reel_video::raw_to_rgb(layout, width, height, step, data),
-            Self::RawDepth { .. } | Self::CompressedDepth { .. } => Err(
-                reel_video::Error::InvalidInput("a depth frame in a colour camera".into()),
-            ),
-            Self::Video { .. } => Err(reel_video::Error::InvalidInput(
-                "a recorded video frame decodes only in sequence with its stream".into(),
-            )),
-        }
-    }
-
-    /// Decodes a landing frame of this encoding to 16-bit values (depth in millimetres,
-    /// `mono16` counts), losslessly but for `32FC1`'s rounding to millimetres.
-    pub fn to_depth(
-        &self,
-        decoder: &mut reel_video::ImageDecoder,
-        data: &[u8],
-    ) -> reel_video::Result<reel_video::DepthImage> {
-        match *self {
-            Self::RawDepth {
-                layout,
-                width,
-                height,
-                step,
-                big_endian,
-            } => reel_video::raw_to_depth(layout, width, height, step, big_endian, data),
-            Self::CompressedDepth { layout, codec } => {
-                reel_video::decode_compressed_depth(layout, codec, data, decoder)
-            }
-            Self::Jpeg | Self::Png | Self::Raw { .. } | Self::Video { .. } => Err(
-                reel_video::Error::InvalidInput("a colour frame in a depth camera".into()),
-            ),
-        }
-    }
-}
-
-/// One landing camera frame, still compressed as recorded.
-#[derive(Debug, Clone)]
-pub struct LandingFrame {
-    /// MCAP log time (ns).
-    pub log_time: u64,
-    /// MCAP publish time (ns).
-    pub publish_time: u64,
-    /// Header stamp (ns).
-    pub stamp_ns: u64,
-    /// Storage of `data`.
-    pub encoding: ImageEncoding,
-    /// The image bytes.
-    pub data: Bytes,
-}
-
-/// A landing camera topic.
-#[derive(Debug, Clone)]
-pub struct LandingCamera {
-    /// Topic.
-    pub topic: String,
-    /// Landing schema name.
-    pub schema: String,
-    /// Frame of reference of the first message.
-    pub frame_id: String,
-    /// Frames in log-time order.
-    pub frames: Vec<LandingFrame>,
-}
-
-/// A landing numeric stream, already decoded to value arrays: a topic, or one child frame
-/// of a transform topic (`/tf/<child_frame>`).
-#[derive(Debug, Clone)]
-pub struct LandingSignal {
-    /// Topic (with `/<child_frame>` for transform streams).
-    pub topic: String,
-    /// Landing schema name.
-    pub schema: String,
-    /// Inferred kind.
-    pub kind: SignalKind,
-    /// Value names.
-    pub fields: Vec<String>,
-    /// Samples in log-time order.
-    pub samples: Vec<Sample>,
-}
-
-/// One message kept as recorded.
-#[derive(Debug, Clone)]
-pub struct RecordedMessage {
-    /// Log time (ns).
-    pub log_time: u64,
-    /// Publish time (ns).
-    pub publish_time: u64,
-    /// The message bytes, in the topic's own encoding.
-    pub data: Bytes,
-}
-
-/// A landing topic kept as recorded (schema and bytes), for the canonical `other` group.
-#[derive(Debug, Clone)]
-pub struct LandingRecorded {
-    /// Topic.
-    pub topic: String,
-    /// Schema name.
-    pub schema: String,
-    /// Schema encoding (`ros2msg`, `protobuf`, `jsonschema`, or empty).
-    pub schema_encoding: String,
-    /// Schema bytes.
-    pub schema_data: Bytes,
-    /// Message encoding (`cdr`, `protobuf`, `json`...).
-    pub message_encoding: String,
-    /// Why Reel did not read it.
-    pub reason: String,
-    /// Messages in log-time order.
-    pub messages: Vec<RecordedMessage>,
-}
-
-/// A topic that lost messages to decoding, or that Reel could not read at all.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StreamProblem {
-    /// Topic.
-    pub topic: String,
-    /// Schema name.
-    pub schema: String,
-    /// Messages that did not decode.
-    pub bad_messages: u64,
-    /// Messages of the topic.
-    pub messages: u64,
-    /// What was wrong with the first bad message (or with the schema).
-    pub reason: String,
-    /// Log time of the first bad message.
-    pub first_log_time: u64,
-}
-
-/// A landing episode, parsed.
-#[derive(Debug, Clone, Default)]
-pub struct LandingEpisode {
-    /// Colour camera topics.
-    pub cameras: Vec<LandingCamera>,
-    /// Depth and other 16-bit single-channel camera topics.
-    pub depths: Vec<LandingCamera>,
-    /// Numeric streams.
-    pub signals: Vec<LandingSignal>,
-    /// Topics kept as recorded: nothing reads them, or none of their messages decoded.
-    pub other: Vec<LandingRecorded>,
-    /// Topics that lost messages, or whose every message failed (then also in `other`).
-    pub problems: Vec<StreamProblem>,
-    /// Metadata records by name.
-    pub metadata: BTreeMap<String, BTreeMap<String, String>>,
-    /// Topics left out by configuration, with their schema.
-    pub skipped: BTreeMap<String, String>,
-    /// Chunks that repeated an earlier chunk byte for byte, read once (a QC finding).
-    pub duplicate_chunks: u64,
-}
+use crate::assemble::{Assembler, ChannelInfo};
+use crate::episode::LandingEpisode;
+use crate::rosbag2::{Rosbag2Metadata, read_rosbag2};
 
 /// Parses a landing MCAP held in memory. `skip(topic)` leaves topics out (listed in
 /// [`LandingEpisode::skipped`]); every other topic is read or kept as recorded.
@@ -333,7 +51,7 @@ pub fn read_split_mcap(
 /// messages are not doubled.
 fn push_mcap(assembler: &mut Assembler<'_>, name: &str, bytes: &[u8]) -> Result<()> {
     let mut channels = mcap::read::ChannelAccumulator::default();
-    let duplicate_chunks = crate::chunk::for_each_record(name, bytes, |record| {
+    let duplicate_chunks = reel_mcap::for_each_record(name, bytes, |record| {
         if let mcap::records::Record::Metadata(record) = record {
             assembler.metadata.insert(record.name, record.metadata);
             return Ok(());
@@ -485,7 +203,7 @@ impl LandingFiles {
         if !is_rosbag2(key) {
             let name = store.object_uri(key);
             let bytes = store.read(key)?;
-            if let Some(reason) = crate::sniff::not_mcap(&bytes) {
+            if let Some(reason) = reel_mcap::not_mcap(&bytes) {
                 return Err(Error::Corrupt {
                     name,
                     reason: reason.into(),

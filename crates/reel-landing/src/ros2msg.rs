@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::value::{Fields, Value};
+use crate::value::{Fields, Value};
 
 /// A primitive field type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,14 +10,12 @@ use std::io::Cursor;
 
 use mcap::records::{MessageHeader, Metadata};
 use prost::Message;
-
-use crate::proto::{
+use reel_mcap::proto::{
     COMPRESSED_IMAGE, COMPRESSED_VIDEO, CompressedImage, CompressedVideo, FLOAT_ARRAY, FloatArray,
     RAW_IMAGE, RawImage, Timestamp, compressed_image_schema, compressed_video_schema,
     float_array_schema, raw_image_schema,
 };
-use crate::writer::SignalStream;
-use crate::{Error, Result, keys};
+use reel_mcap::{Error, Result, SignalStream, keys};
 
 /// One recorded video stream of a landing log.
 #[derive(Debug, Clone)]
@@ -286,9 +284,9 @@ pub fn write_landing(name: &str, log: &LandingLog) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    use reel_mcap::{Sample, SignalKind};
+
     use super::*;
-    use crate::records::SignalKind;
-    use crate::writer::Sample;
 
     #[test]
     fn numbers_come_back_named_and_kinded_by_their_channel() {

@@ -3,11 +3,10 @@
 //! encoded again. Any other recorded video (H.265, B-frames, keyframes that do not start
 //! the chunk windows) is transcoded, and the channel says which happened and why.
 
+use reel_mcap::{CameraStream, CameraWindows, VideoFrame, VideoOrigin};
 use reel_video::{H264Decoder, VideoCodec, h264};
 
-use crate::landing::{ImageEncoding, LandingCamera};
-use crate::records::{CameraWindows, VideoOrigin};
-use crate::writer::{CameraStream, VideoFrame};
+use crate::episode::{ImageEncoding, LandingCamera};
 
 /// Whether `camera` is recorded video at all.
 pub fn is_recorded_video(camera: &LandingCamera) -> bool {

@@ -2,11 +2,10 @@
 //! metadata still comes through (read from its Metadata records, not the summary's index)
 //! and no message is read twice. A recording with nothing to read is refused by pack.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::io::Cursor;
 
-use reel_mcap::{Error, LandingEpisode, PackConfig, pack_episode, read_landing};
+use reel_landing::{LandingEpisode, PackConfig, pack_episode, read_landing};
+use reel_mcap::Error;
 use reel_synth::{SynthConfig, generate_episode};
 
 fn landing() -> Vec<u8> {

@@ -1,7 +1,7 @@
 //! Container benchmarks, side by side on the same episodes in one run.
 //!
 //! ```text
-//! cargo bench -p reel-mcap --bench container -- [--episodes N] [--seconds S] [--samples K]
+//! cargo bench -p reel-landing --bench container -- [--episodes N] [--seconds S] [--samples K]
 //!     [--cameras C] [--size WxH] [--mb-per-s B] [--latency-ms L] [--only layouts|storage|gop]
 //! ```
 //!
@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use reel_io::test_support::{CloudProxy, S3Server};
 use reel_io::{ByteSource, CountingSource, FileSource, Store};
-use reel_mcap::{EpisodeReader, Layout, PackConfig, WriteConfig, prepare_episode, write_episode};
+use reel_landing::{PackConfig, prepare_episode};
+use reel_mcap::{EpisodeReader, Layout, WriteConfig, write_episode};
 use reel_synth::scene::SceneRenderer;
 use reel_synth::{CAMERA_NAMES, SynthConfig, camera_topic, generate_episode};
 use reel_video::quality::{mse, psnr_of_mse, ssim};

@@ -3,17 +3,13 @@
 //! type is read from the schema the log carries; topics nothing reads are kept as recorded,
 //! and bad messages cost themselves alone.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
 use reel_io::{MemorySource, Store};
-use reel_mcap::{
-    DoctorOptions, EpisodeReader, LandingEpisode, PackConfig, doctor, keys, pack, read_landing,
-    read_landing_object,
-};
+use reel_landing::{LandingEpisode, PackConfig, pack, read_landing, read_landing_object};
+use reel_mcap::{DoctorOptions, EpisodeReader, doctor, keys};
 use reel_video::ImageDecoder;
 use serde_json::Value;
 
@@ -53,7 +49,7 @@ fn read_mcap(name: &str) -> LandingEpisode {
     read_landing(name, &std::fs::read(path).unwrap(), &|_| false).unwrap()
 }
 
-fn camera<'a>(episode: &'a LandingEpisode, topic: &str) -> &'a reel_mcap::LandingCamera {
+fn camera<'a>(episode: &'a LandingEpisode, topic: &str) -> &'a reel_landing::LandingCamera {
     episode
         .cameras
         .iter()
@@ -61,7 +57,7 @@ fn camera<'a>(episode: &'a LandingEpisode, topic: &str) -> &'a reel_mcap::Landin
         .unwrap_or_else(|| panic!("no camera {topic}: {:?}", episode.other))
 }
 
-fn signal<'a>(episode: &'a LandingEpisode, topic: &str) -> &'a reel_mcap::LandingSignal {
+fn signal<'a>(episode: &'a LandingEpisode, topic: &str) -> &'a reel_landing::LandingSignal {
     episode
         .signals
         .iter()
@@ -72,7 +68,7 @@ fn signal<'a>(episode: &'a LandingEpisode, topic: &str) -> &'a reel_mcap::Landin
 /// Frame `frame` of a camera, decoded as the encoders do: every frame before it through
 /// the same decoder (state leaking from one image into the next shows here).
 fn rgb(episode: &LandingEpisode, topic: &str, frame: usize) -> Vec<u8> {
-    reel_mcap::CameraFrames::new(camera(episode, topic))
+    reel_landing::CameraFrames::new(camera(episode, topic))
         .nth(frame)
         .unwrap()
         .1
@@ -292,7 +288,7 @@ fn a_bag_is_one_episode_whether_named_by_its_folder_its_yaml_or_a_db3_file() {
     let whole = read_db3();
     for key in ["split", "split/", "split/split_0.db3", "split/split_1.db3"] {
         assert_eq!(
-            reel_mcap::recording_key(&store, key).unwrap(),
+            reel_landing::recording_key(&store, key).unwrap(),
             "split/metadata.yaml",
             "{key}"
         );
@@ -302,7 +298,7 @@ fn a_bag_is_one_episode_whether_named_by_its_folder_its_yaml_or_a_db3_file() {
             signal(&whole, "/joint_states").samples.len(),
             "{key}"
         );
-        assert_eq!(reel_mcap::recording_stem(key), "split", "{key}");
+        assert_eq!(reel_landing::recording_stem(key), "split", "{key}");
     }
     // A .db3 away from its metadata.yaml: the error says what is missing.
     let alone = tempfile::tempdir().unwrap();

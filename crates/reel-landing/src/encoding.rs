@@ -1,10 +1,9 @@
 //! The canonical encoding: one set of settings for every path from landing streams to a
 //! canonical episode, so changing how canonical cameras are encoded is one edit.
 
+use reel_mcap::{Error, Result};
 use reel_video::{EncoderConfig, GopStructure};
 use serde::{Deserialize, Serialize};
-
-use crate::{Error, Result};
 
 /// How landing streams become canonical ones: the H.264 settings of cameras and the chunk
 /// windows and groups of the other streams. `reel-pack` (`[encode]` in its config) and

@@ -5,22 +5,19 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use reel_io::{Store, StoreOptions, split_object_uri};
+use reel_mcap::{
+    CameraStream, CameraWindows, CanonicalEpisode, Error, RecordedStream, Result, SignalKind,
+    SignalStream, VideoFrame, VideoOrigin, WriteConfig, write_episode,
+};
 use reel_video::H264Encoder;
 use serde::{Deserialize, Serialize};
 
 use crate::depth::{ConvertedDepth, convert_depth};
 use crate::encoding::EncodeConfig;
+use crate::episode::{LandingCamera, LandingEpisode, LandingSignal, StreamProblem};
 use crate::frames::CameraFrames;
-use crate::landing::{
-    LandingCamera, LandingEpisode, LandingSignal, StreamProblem, read_landing, read_landing_object,
-};
+use crate::read::{read_landing, read_landing_object};
 use crate::recorded_video::{check_recorded_video, is_recorded_video, keep_recorded_video};
-use crate::records::{CameraWindows, SignalKind, VideoOrigin};
-use crate::writer::{
-    CameraStream, CanonicalEpisode, RecordedStream, SignalStream, VideoFrame, WriteConfig,
-    write_episode,
-};
-use crate::{Error, Result};
 
 /// Assigns topics matching a pattern to a group, or skips them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,7 +104,7 @@ impl Default for PackConfig {
     fn default() -> Self {
         Self {
             encode: EncodeConfig::default(),
-            other_group: crate::keys::OTHER_GROUP.into(),
+            other_group: reel_mcap::keys::OTHER_GROUP.into(),
             skip_unknown: false,
             skip_bad_frames: false,
             topics: Vec::new(),
