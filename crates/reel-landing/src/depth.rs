@@ -78,11 +78,7 @@ pub fn convert_depth(
         });
     }
     let (width, height, unit) = shape.unwrap_or((0, 0, reel_video::DepthUnit::Millimetres));
-    let source_encoding = camera
-        .frames
-        .first()
-        .map(|f| f.encoding.name())
-        .unwrap_or_default();
+    let source_encoding = camera.source_encoding();
     Ok(ConvertedDepth {
         stream: DepthStream {
             topic: camera.topic.clone(),

@@ -192,6 +192,17 @@ pub struct LandingCamera {
     pub frames: Vec<LandingFrame>,
 }
 
+impl LandingCamera {
+    /// The landing encoding of its first frame (`jpeg`, `rgb8`, `h264`...), which the
+    /// canonical stream records as its source; empty without frames.
+    pub fn source_encoding(&self) -> String {
+        self.frames
+            .first()
+            .map(|f| f.encoding.name())
+            .unwrap_or_default()
+    }
+}
+
 /// A landing numeric stream, already decoded to value arrays: a topic, or one child frame
 /// of a transform topic (`/tf/<child_frame>`).
 #[derive(Debug, Clone)]

@@ -58,6 +58,7 @@
 //! same way a canonical episode that does not is.
 
 mod assemble;
+mod camera_encoder;
 mod depth;
 mod encoding;
 mod episode;
@@ -73,6 +74,7 @@ mod rosbag2;
 mod value;
 mod write;
 
+pub use camera_encoder::{CameraEncoder, FrameTimes};
 pub use depth::{ConvertedDepth, convert_depth};
 pub use encoding::{EncodeConfig, EncodeStructure};
 pub use episode::{

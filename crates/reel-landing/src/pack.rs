@@ -4,14 +4,15 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use reel_io::{Store, StoreOptions, split_object_uri};
+use reel_io::{ErrorKind, Kinded, Store, StoreOptions, split_object_uri};
+use reel_mcap::records::median_period_ns;
 use reel_mcap::{
     CameraStream, CameraWindows, CanonicalEpisode, Error, RecordedStream, Result, SignalKind,
-    SignalStream, VideoFrame, VideoOrigin, WriteConfig, write_episode,
+    SignalStream, VideoOrigin, WriteConfig, write_episode,
 };
-use reel_video::H264Encoder;
 use serde::{Deserialize, Serialize};
 
+use crate::camera_encoder::{CameraEncoder, FrameTimes};
 use crate::depth::{ConvertedDepth, convert_depth};
 use crate::encoding::EncodeConfig;
 use crate::episode::{LandingCamera, LandingEpisode, LandingSignal, StreamProblem};
@@ -197,16 +198,9 @@ pub struct PackReport {
     pub seconds: f64,
 }
 
-/// Median interval between frames, the camera's nominal period.
+/// The camera's nominal period: the median interval between its frames.
 fn median_period(camera: &LandingCamera) -> Option<u64> {
-    let mut gaps: Vec<u64> = camera
-        .frames
-        .windows(2)
-        .map(|w| w[1].log_time - w[0].log_time)
-        .filter(|&g| g > 0)
-        .collect();
-    gaps.sort_unstable();
-    gaps.get(gaps.len() / 2).copied()
+    median_period_ns(camera.frames.iter().map(|f| f.log_time))
 }
 
 struct EncodedCamera {
@@ -223,111 +217,50 @@ fn encode_camera(
     video: VideoOrigin,
     config: &PackConfig,
 ) -> Result<EncodedCamera> {
-    let mut encoder: Option<H264Encoder> = None;
-    let mut frames = Vec::with_capacity(camera.frames.len());
-    let mut log_times = Vec::with_capacity(camera.frames.len());
-    let mut bad_frames = 0;
-    let image_bytes = camera.frames.iter().map(|f| f.data.len() as u64).sum();
-    let mut last_window = None;
-    let mut size = (0, 0);
-    let video_err = |source| Error::Video {
-        name: name.into(),
-        topic: camera.topic.clone(),
-        source,
-    };
     let fps = median_period(camera).map_or(30, |p| (1e9 / p as f64).round() as u32);
-    let encoder_config = config.encode.encoder(fps);
-    for (index, picture) in CameraFrames::new(camera) {
+    let mut encoder = CameraEncoder::new(name, &camera.topic, windows, config.encode.encoder(fps));
+    let mut pictures = CameraFrames::new(camera);
+    let mut bad_frames = 0;
+    while let Some((index, decoded)) = pictures.next_decoded() {
         let frame = &camera.frames[index];
-        let rgb = match picture {
-            Ok(rgb) => rgb,
-            Err(_) if config.skip_bad_frames => {
-                bad_frames += 1;
-                continue;
-            }
-            Err(source) => {
-                return Err(Error::CorruptFrame {
-                    name: name.into(),
-                    topic: camera.topic.clone(),
-                    log_time: frame.log_time,
-                    source,
-                });
-            }
-        };
-        let encoder = match &mut encoder {
-            Some(e) => e,
-            None => {
-                size = (rgb.width, rgb.height);
-                encoder.insert(
-                    H264Encoder::new(rgb.width, rgb.height, &encoder_config).map_err(video_err)?,
-                )
-            }
-        };
-        if (rgb.width, rgb.height) != size {
-            let reason = format!(
-                "frame is {}x{}, the stream started at {}x{}",
-                rgb.width, rgb.height, size.0, size.1
-            );
-            if config.skip_bad_frames {
-                bad_frames += 1;
-                continue;
-            }
-            return Err(Error::BadMessage {
+        let pushed = decoded
+            .map_err(|source| Error::CorruptFrame {
                 name: name.into(),
                 topic: camera.topic.clone(),
                 log_time: frame.log_time,
-                reason,
-            });
-        }
-        let window = windows.of(frame.log_time);
-        let units = if last_window != Some(window) {
-            encoder.push_keyframe(&rgb)
-        } else {
-            encoder.push(&rgb)
-        }
-        .map_err(video_err)?;
-        last_window = Some(window);
-        log_times.push(frame);
-        frames.extend(units);
-    }
-    if let Some(encoder) = encoder {
-        frames.extend(encoder.finish().map_err(video_err)?);
-    }
-    let video_frames = frames
-        .into_iter()
-        .filter_map(|unit| {
-            let source = log_times.get(unit.index as usize)?;
-            Some(VideoFrame {
-                log_time: source.log_time,
-                publish_time: source.publish_time,
-                stamp_ns: source.stamp_ns,
-                data: unit.data,
+                source,
             })
-        })
-        .collect::<Vec<_>>();
+            .and_then(|decoded| {
+                let times = FrameTimes {
+                    log_time: frame.log_time,
+                    publish_time: frame.publish_time,
+                    stamp_ns: frame.stamp_ns,
+                };
+                encoder.push(&decoded, times)
+            });
+        match pushed {
+            Ok(()) => {}
+            // A frame that does not decode, or not at the stream's size, costs that frame;
+            // an encoder failure is no bad frame.
+            Err(e) if config.skip_bad_frames && e.kind() == ErrorKind::BadInput => bad_frames += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    let (width, height) = encoder.size().unwrap_or((0, 0));
     Ok(EncodedCamera {
         stream: CameraStream {
             topic: camera.topic.clone(),
             group,
             frame_id: camera.frame_id.clone(),
-            width: size.0,
-            height: size.1,
-            source_encoding: source_encoding(camera),
+            width,
+            height,
+            source_encoding: camera.source_encoding(),
             video,
-            frames: video_frames,
+            frames: encoder.finish()?,
         },
         bad_frames,
-        image_bytes,
+        image_bytes: camera.frames.iter().map(|f| f.data.len() as u64).sum(),
     })
-}
-
-/// The landing encoding of a camera's first frame (`jpeg`, `rgb8`, `h264`...).
-pub(crate) fn source_encoding(camera: &LandingCamera) -> String {
-    camera
-        .frames
-        .first()
-        .map(|f| f.encoding.name())
-        .unwrap_or_default()
 }
 
 /// The recorded videos of an episode that can be kept as recorded, and the chunk windows

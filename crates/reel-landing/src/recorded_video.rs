@@ -3,6 +3,7 @@
 //! encoded again. Any other recorded video (H.265, B-frames, keyframes that do not start
 //! the chunk windows) is transcoded, and the channel says which happened and why.
 
+use reel_mcap::records::median_period_ns;
 use reel_mcap::{CameraStream, CameraWindows, VideoFrame, VideoOrigin};
 use reel_video::{H264Decoder, VideoCodec, h264};
 
@@ -62,14 +63,10 @@ pub fn check_recorded_video(
         return Err("no keyframe".into());
     };
     let windows = windows.unwrap_or_else(|| {
-        let mut gaps: Vec<u64> = keyframes.windows(2).map(|w| w[1] - w[0]).collect();
-        gaps.sort_unstable();
         let last = camera.frames.last().map_or(first, |f| f.log_time);
         CameraWindows {
             origin_ns: first,
-            window_ns: gaps
-                .get(gaps.len() / 2)
-                .copied()
+            window_ns: median_period_ns(keyframes.iter().copied())
                 .unwrap_or(last - first + 1)
                 .max(1),
         }

@@ -4,9 +4,10 @@
 //! One pass keeps memory at two decoded frames whatever the episode length, and decodes
 //! each JPEG exactly once, so ingest costs little more than the encoder alone.
 
-use reel_landing::{CameraFrames, DecodedFrame, EncodeConfig, LandingCamera};
-use reel_mcap::{CameraStream, CameraWindows, VideoFrame, VideoOrigin};
-use reel_video::H264Encoder;
+use reel_landing::{
+    CameraEncoder, CameraFrames, DecodedFrame, EncodeConfig, FrameTimes, LandingCamera,
+};
+use reel_mcap::{CameraStream, CameraWindows, VideoOrigin};
 
 use crate::resample::CameraGrid;
 use crate::{Error, Result};
@@ -91,13 +92,10 @@ pub fn encode_camera(
     };
     let fps = (1e9 / grid.period_ns as f64).round() as u32;
     let mut pictures = CameraFrames::new(camera);
-    let mut encoder: Option<H264Encoder> = None;
+    let mut encoder = CameraEncoder::new(name, &camera.topic, windows, config.encoder(fps));
     let mut size: Option<(usize, usize)> = None;
     let mut stats: Vec<FrameStat> = Vec::with_capacity(camera.frames.len());
     let mut last_good: Option<(usize, DecodedFrame)> = None;
-    let mut times: Vec<u64> = Vec::with_capacity(grid.picks.len());
-    let mut units = Vec::with_capacity(grid.picks.len());
-    let mut last_window = None;
     let mut substituted = 0;
 
     let mut decode_through =
@@ -161,48 +159,12 @@ pub fn encode_camera(
         if *shown != index {
             substituted += 1;
         }
-        let image = &decoded.rgb;
-        let encoder = match &mut encoder {
-            Some(e) => e,
-            None => encoder.insert(
-                H264Encoder::new(image.width, image.height, &config.encoder(fps))
-                    .map_err(video_err)?,
-            ),
-        };
-        let window = windows.of(t);
-        let keyframe = last_window != Some(window);
-        // A recorded video's picture is encoded as decoded: a transcode through RGB would
-        // resample its chroma twice.
-        let out = match &decoded.picture {
-            Some(picture) if encoder.takes_picture(picture) => {
-                encoder.push_picture(picture, keyframe)
-            }
-            _ if keyframe => encoder.push_keyframe(image),
-            _ => encoder.push(image),
-        }
-        .map_err(video_err)?;
-        last_window = Some(window);
-        times.push(t);
-        units.extend(out);
+        encoder.push(decoded, FrameTimes::at(t))?;
     }
     if !camera.frames.is_empty() {
         decode_through(camera.frames.len() - 1, &mut stats, &mut last_good);
     }
-    if let Some(encoder) = encoder {
-        units.extend(encoder.finish().map_err(video_err)?);
-    }
-    let frames = units
-        .into_iter()
-        .filter_map(|unit| {
-            let t = *times.get(unit.index as usize)?;
-            Some(VideoFrame {
-                log_time: t,
-                publish_time: t,
-                stamp_ns: t,
-                data: unit.data,
-            })
-        })
-        .collect();
+    let frames = encoder.finish()?;
     let (width, height) = size.unwrap_or((0, 0));
     Ok(CameraOutput {
         stream: CameraStream {
@@ -211,11 +173,7 @@ pub fn encode_camera(
             frame_id: camera.frame_id.clone(),
             width,
             height,
-            source_encoding: camera
-                .frames
-                .first()
-                .map(|f| f.encoding.name())
-                .unwrap_or_default(),
+            source_encoding: camera.source_encoding(),
             video,
             frames,
         },

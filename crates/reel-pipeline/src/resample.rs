@@ -8,6 +8,7 @@
 //! and the gap recorded, never filled in.
 
 use reel_landing::{LandingCamera, LandingEpisode};
+use reel_mcap::records::median_period_ns;
 use reel_mcap::{Sample, SignalKind};
 use serde::{Deserialize, Serialize};
 
@@ -134,19 +135,9 @@ pub struct Resampled {
     pub cameras: Vec<CameraGrid>,
 }
 
-/// Median interval between consecutive times (0 with fewer than two).
+/// A stream's period by Reel's one rule ([`median_period_ns`]), 0 when it has none.
 pub(crate) fn median_period(times: impl Iterator<Item = u64>) -> u64 {
-    let times: Vec<u64> = times.collect();
-    let mut gaps: Vec<u64> = times
-        .windows(2)
-        .map(|w| w[1].saturating_sub(w[0]))
-        .filter(|&g| g > 0)
-        .collect();
-    if gaps.is_empty() {
-        return 0;
-    }
-    let mid = gaps.len() / 2;
-    *gaps.select_nth_unstable(mid).1
+    median_period_ns(times).unwrap_or(0)
 }
 
 /// Silences longer than `bound` between consecutive times, as (last before, first after).

@@ -15,7 +15,7 @@ pub use channel::{
 };
 pub use episode::EpisodeRecord;
 pub use layout::{CameraWindows, LayoutRecord};
-pub use streams::{StreamGrid, StreamsRecord};
+pub use streams::{StreamGrid, StreamsRecord, median_period_ns};
 
 use std::collections::BTreeMap;
 

@@ -9,6 +9,28 @@ use serde::{Deserialize, Serialize};
 use super::RecordError;
 use crate::keys;
 
+/// A stream's period: the median interval between its consecutive times, leaving out
+/// zero intervals (repeated times say nothing of a rate); `None` with no positive
+/// interval. The one rule Reel sets a stream's period, camera windows and frame rates by.
+pub fn median_period_ns(times: impl IntoIterator<Item = u64>) -> Option<u64> {
+    let mut times = times.into_iter();
+    let Some(mut previous) = times.next() else {
+        return None;
+    };
+    let mut gaps: Vec<u64> = times
+        .filter_map(|t| {
+            let gap = t.saturating_sub(previous);
+            previous = t;
+            (gap > 0).then_some(gap)
+        })
+        .collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    let middle = gaps.len() / 2;
+    Some(*gaps.select_nth_unstable(middle).1)
+}
+
 /// Time grid of one stream, recorded in the `reel.streams` metadata record.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct StreamGrid {
@@ -18,7 +40,7 @@ pub struct StreamGrid {
     pub start_ns: u64,
     /// Last log time (ns).
     pub end_ns: u64,
-    /// Median interval between messages (ns).
+    /// The stream's period ([`median_period_ns`]; 0 when it has none).
     pub median_period_ns: u64,
     /// Largest interval between messages (ns).
     pub max_gap_ns: u64,
@@ -28,17 +50,16 @@ impl StreamGrid {
     /// The grid of messages at `times` (in order).
     pub fn of(times: impl Iterator<Item = u64>) -> Self {
         let times: Vec<u64> = times.collect();
-        let mut gaps: Vec<u64> = times
-            .windows(2)
-            .map(|w| w[1].saturating_sub(w[0]))
-            .collect();
-        gaps.sort_unstable();
         Self {
             count: times.len() as u64,
             start_ns: times.first().copied().unwrap_or(0),
             end_ns: times.last().copied().unwrap_or(0),
-            median_period_ns: gaps.get(gaps.len() / 2).copied().unwrap_or(0),
-            max_gap_ns: gaps.last().copied().unwrap_or(0),
+            median_period_ns: median_period_ns(times.iter().copied()).unwrap_or(0),
+            max_gap_ns: times
+                .windows(2)
+                .map(|w| w[1].saturating_sub(w[0]))
+                .max()
+                .unwrap_or(0),
         }
     }
 
@@ -110,6 +131,16 @@ mod tests {
         assert_eq!(record.grids["/a"].period_ns(), Some(10));
         assert_eq!(record.grids["/a"].max_gap_ns, 20);
         assert_eq!(record.grids["/b"].period_ns(), None);
+    }
+
+    #[test]
+    fn a_period_leaves_repeated_times_out() {
+        assert_eq!(median_period_ns([0, 0, 0, 10, 20, 20, 20, 30]), Some(10));
+        assert_eq!(median_period_ns([5, 5, 5]), None);
+        assert_eq!(median_period_ns([7]), None);
+        assert_eq!(median_period_ns([0, 10, 30, 60]), Some(20));
+        let grid = StreamGrid::of([0, 0, 0, 10, 20].into_iter());
+        assert_eq!((grid.median_period_ns, grid.max_gap_ns), (10, 10));
     }
 
     #[test]
