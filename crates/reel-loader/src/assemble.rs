@@ -10,10 +10,10 @@ use reel_mcap::records::{StreamGrid, StreamsRecord};
 use reel_mcap::{DecodedGop, DepthWindow, EpisodeReader, SignalWindow};
 use reel_video::H264Decoder;
 
-use crate::batch::{Batch, DType, Skipped, Tensor};
+use crate::batch::{Batch, Skipped, Tensor};
+use crate::batch_tensors::{BatchTensors, StreamTensors};
 use crate::error::{LoaderError, Result};
 use crate::gop_cache::Claim;
-use crate::host::BufferPool;
 use crate::mixture::Located;
 use crate::resolve::{CameraPlan, DepthPlan, ProprioPlan};
 use crate::row_check::{Reader, check_row};
@@ -103,42 +103,8 @@ impl Worker {
         let shared = Arc::clone(&self.shared);
         let memory = &shared.buffers;
         let n = samples.len();
-        let mut tensors = vec![
-            Tensor::zeros("anchor_ns".into(), vec![n], DType::I64, memory),
-            Tensor::zeros("episode_row".into(), vec![n], DType::I64, memory),
-            Tensor::zeros("source".into(), vec![n], DType::I64, memory),
-        ];
-        for c in &shared.cameras {
-            let frame = match c.layout {
-                Layout::Hwc => [c.height, c.width, 3],
-                Layout::Chw => [3, c.height, c.width],
-            };
-            let k = c.offsets_ns.len();
-            let mut shape = vec![n, k];
-            shape.extend(frame);
-            tensors.push(Tensor::zeros(c.name.clone(), shape, DType::U8, memory));
-            push_times_and_mask(&mut tensors, &c.name, n, k, memory);
-        }
-        for d in &shared.depths {
-            let k = d.offsets_ns.len();
-            let dtype = match d.unit {
-                DepthTensorUnit::Mm => DType::U16,
-                DepthTensorUnit::M => DType::F32,
-            };
-            let shape = vec![n, k, d.height, d.width];
-            tensors.push(Tensor::zeros(d.name.clone(), shape, dtype, memory));
-            push_times_and_mask(&mut tensors, &d.name, n, k, memory);
-        }
-        for p in &shared.proprio {
-            let k = p.offsets_ns.len();
-            tensors.push(Tensor::zeros(
-                p.name.clone(),
-                vec![n, k, p.fields],
-                DType::F32,
-                memory,
-            ));
-            push_times_and_mask(&mut tensors, &p.name, n, k, memory);
-        }
+        let mut tensors =
+            BatchTensors::new(&shared.cameras, &shared.depths, &shared.proprio, n, memory);
         let mut skipped = Vec::new();
         let mut filled = 0;
         for &p in samples {
@@ -163,6 +129,7 @@ impl Worker {
                 reason,
             });
         }
+        let mut tensors = tensors.into_vec();
         if filled < n {
             for t in &mut tensors {
                 t.truncate_samples(filled);
@@ -234,7 +201,7 @@ impl Worker {
 
     fn fill(
         &mut self,
-        tensors: &mut [Tensor],
+        tensors: &mut BatchTensors,
         slot: usize,
         at: Located,
         uri: &str,
@@ -242,11 +209,10 @@ impl Worker {
     ) -> Result<()> {
         let shared = Arc::clone(&self.shared);
         let (row, anchor) = (at.row, at.anchor_ns);
-        write_i64(&mut tensors[0], slot, 0, anchor);
-        write_i64(&mut tensors[1], slot, 0, at.source_row as i64);
-        write_i64(&mut tensors[2], slot, 0, at.source as i64);
+        write_i64(&mut tensors.anchor_ns, slot, 0, anchor);
+        write_i64(&mut tensors.episode_row, slot, 0, at.source_row as i64);
+        write_i64(&mut tensors.source, slot, 0, at.source as i64);
         let held = self.sample_gops(&episode, row, anchor, uri)?;
-        let mut t = 3;
         for (ci, camera) in shared.cameras.iter().enumerate() {
             let gops: Vec<&Arc<DecodedGop>> = held
                 .iter()
@@ -259,10 +225,9 @@ impl Worker {
                 camera,
                 anchor,
                 uri,
-                &mut tensors[t..t + 3],
+                &mut tensors.cameras[ci],
                 slot,
             )?;
-            t += 3;
         }
         for (di, depth) in shared.depths.iter().enumerate() {
             self.fill_depth(
@@ -272,10 +237,9 @@ impl Worker {
                 depth,
                 anchor,
                 uri,
-                &mut tensors[t..t + 3],
+                &mut tensors.depths[di],
                 slot,
             )?;
-            t += 3;
         }
         // One read of the numeric group serves all of the sample's numeric streams: their
         // windows differ (state before the anchor, actions after it) but lie in the same
@@ -287,17 +251,16 @@ impl Worker {
         if let Some(need) = needs.reduce(|a, b| a.start.min(b.start)..a.end.max(b.end)) {
             self.signal_span(&episode, row, need, uri)?;
         }
-        for proprio in &shared.proprio {
+        for (pi, proprio) in shared.proprio.iter().enumerate() {
             self.fill_proprio(
                 &episode,
                 row,
                 proprio,
                 anchor,
                 uri,
-                &mut tensors[t..t + 3],
+                &mut tensors.proprio[pi],
                 slot,
             )?;
-            t += 3;
         }
         Ok(())
     }
@@ -379,7 +342,7 @@ impl Worker {
         camera: &CameraPlan,
         anchor: i64,
         uri: &str,
-        out: &mut [Tensor],
+        out: &mut StreamTensors,
         slot: usize,
     ) -> Result<()> {
         let half = episode.period(&camera.topic, 33_333_333) / 2;
@@ -434,7 +397,7 @@ impl Worker {
             // A GOP decoded for this sample alone (not whole, as in locality order) has its
             // frames used once: converted straight into the batch, not kept.
             let straight = !self.shared.whole_gops && camera.layout == Layout::Hwc;
-            let time = match (out[0].data_u8_mut(), straight && gop.start_ns <= q) {
+            let time = match (out.data.data_u8_mut(), straight && gop.start_ns <= q) {
                 (Some(pixels), true) => gop
                     .rgb_latest_into(q, &mut self.decoder, &mut pixels[frames])
                     .map_err(video_err)?,
@@ -461,15 +424,14 @@ impl Worker {
                 continue;
             };
             let requested = anchor + offset;
-            write_i64(&mut out[1], frame_index, 0, time as i64);
+            write_i64(&mut out.time_ns, frame_index, 0, time as i64);
             let on_time = (time as i64 - requested).abs() <= half;
-            write_u8(&mut out[2], frame_index, u8::from(on_time));
+            write_u8(&mut out.mask, frame_index, u8::from(on_time));
         }
         Ok(())
     }
 }
 
-/// The `<name>.time_ns` and `<name>.mask` tensors that go with `k` elements per sample.
 /// The times whose frames a sample at `anchor` takes from `camera`: for each offset, the
 /// frame nearest the requested time (the latest at or before it plus half a period).
 fn wanted_times(episode: &OpenEpisode, camera: &CameraPlan, anchor: i64) -> Vec<u64> {
@@ -479,27 +441,6 @@ fn wanted_times(episode: &OpenEpisode, camera: &CameraPlan, anchor: i64) -> Vec<
         .iter()
         .map(|o| (anchor + o + half).max(0) as u64)
         .collect()
-}
-
-fn push_times_and_mask(
-    tensors: &mut Vec<Tensor>,
-    name: &str,
-    n: usize,
-    k: usize,
-    memory: &Arc<BufferPool>,
-) {
-    tensors.push(Tensor::zeros(
-        format!("{name}.time_ns"),
-        vec![n, k],
-        DType::I64,
-        memory,
-    ));
-    tensors.push(Tensor::zeros(
-        format!("{name}.mask"),
-        vec![n, k],
-        DType::U8,
-        memory,
-    ));
 }
 
 fn to_chw(hwc: &[u8], chw: &mut [u8], pixels: usize) {

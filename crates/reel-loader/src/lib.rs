@@ -76,6 +76,7 @@
 mod arrow;
 mod assemble;
 mod batch;
+mod batch_tensors;
 mod epochs;
 mod error;
 mod gop_cache;

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::assemble::Worker;
 use crate::batch::{Batch, Skipped};
+use crate::batch_tensors::BatchTensors;
 use crate::error::{LoaderError, Result};
 use crate::gop_cache::GopCache;
 use crate::host::{BufferPool, HostMemory};
@@ -114,7 +115,7 @@ impl Loader {
         let catalog = Catalog::new(sources, spec.sampling_rule(), options.seed, options.shuffle)?;
         let plans = Plans::resolve(spec, &catalog)?;
         let whole_gops = matches!(options.shuffle, Shuffle::Locality { .. });
-        let tensors_per_batch = plans.tensors_per_batch();
+        let tensors_per_batch = BatchTensors::count(&plans);
         let Plans {
             cameras,
             depths,

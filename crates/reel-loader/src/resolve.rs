@@ -65,11 +65,6 @@ pub(crate) struct Plans {
 }
 
 impl Plans {
-    /// Tensors of a batch: anchors, rows and sources, then data, times and mask per stream.
-    pub(crate) fn tensors_per_batch(&self) -> usize {
-        3 + 3 * (self.cameras.len() + self.depths.len() + self.proprio.len())
-    }
-
     /// `spec` resolved against every source's first readable episode: sources whose
     /// episodes differ in what the spec reads cannot share a batch.
     pub(crate) fn resolve(spec: &SampleSpec, catalog: &Catalog) -> Result<Self> {

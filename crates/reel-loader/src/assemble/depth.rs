@@ -16,7 +16,7 @@ impl Worker {
         depth: &DepthPlan,
         anchor: i64,
         uri: &str,
-        out: &mut [Tensor],
+        out: &mut StreamTensors,
         slot: usize,
     ) -> Result<()> {
         let period = episode.period(&depth.topic, 33_333_333);
@@ -44,19 +44,19 @@ impl Worker {
             let times = &window.log_times;
             let i = times.partition_point(|&t| t as i64 <= requested + half);
             let Some(i) = i.checked_sub(1).or((!times.is_empty()).then_some(0)) else {
-                write_i64(&mut out[1], element, 0, requested);
+                write_i64(&mut out.time_ns, element, 0, requested);
                 continue;
             };
             let values = window.frame(i);
             let dst = element * frame_len..(element + 1) * frame_len;
             match depth.unit {
                 DepthTensorUnit::Mm => {
-                    if let Some(d) = out[0].data_u16_mut() {
+                    if let Some(d) = out.data.data_u16_mut() {
                         d[dst].copy_from_slice(values);
                     }
                 }
                 DepthTensorUnit::M => {
-                    if let Some(d) = out[0].data_f32_mut() {
+                    if let Some(d) = out.data.data_f32_mut() {
                         for (m, &mm) in d[dst].iter_mut().zip(values) {
                             *m = reel_video::mm_to_metres(mm);
                         }
@@ -64,9 +64,9 @@ impl Worker {
                 }
             }
             let time = times[i] as i64;
-            write_i64(&mut out[1], element, 0, time);
+            write_i64(&mut out.time_ns, element, 0, time);
             write_u8(
-                &mut out[2],
+                &mut out.mask,
                 element,
                 u8::from((time - requested).abs() <= half),
             );

@@ -19,7 +19,7 @@ impl Worker {
     ///   fails with the error, and the run resumes from its state once the store is back.
     pub(super) fn fill_or_reopen(
         &mut self,
-        tensors: &mut [Tensor],
+        tensors: &mut BatchTensors,
         slot: usize,
         at: Located,
         uri: &str,

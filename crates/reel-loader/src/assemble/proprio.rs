@@ -12,7 +12,7 @@ impl Worker {
         proprio: &ProprioPlan,
         anchor: i64,
         uri: &str,
-        out: &mut [Tensor],
+        out: &mut StreamTensors,
         slot: usize,
     ) -> Result<()> {
         let Some((need, max_gap)) = proprio_need(episode, proprio, anchor) else {
@@ -53,7 +53,7 @@ impl Worker {
             let (time, valid) = match value_at(window, tau, max_gap) {
                 Some(Value::Exact(r)) => {
                     let src = &window.values[r * fields..(r + 1) * fields];
-                    if let Some(dst) = out[0].data_f32_mut() {
+                    if let Some(dst) = out.data.data_f32_mut() {
                         for (d, s) in dst[dst_range].iter_mut().zip(src) {
                             *d = *s as f32;
                         }
@@ -65,7 +65,7 @@ impl Worker {
                         &window.values[r * fields..(r + 1) * fields],
                         &window.values[(r + 1) * fields..(r + 2) * fields],
                     );
-                    if let Some(dst) = out[0].data_f32_mut() {
+                    if let Some(dst) = out.data.data_f32_mut() {
                         for ((d, x), y) in dst[dst_range].iter_mut().zip(a).zip(b) {
                             *d = (x + (y - x) * w) as f32;
                         }
@@ -74,8 +74,8 @@ impl Worker {
                 }
                 None => (tau, false),
             };
-            write_i64(&mut out[1], element, 0, time);
-            write_u8(&mut out[2], element, u8::from(valid));
+            write_i64(&mut out.time_ns, element, 0, time);
+            write_u8(&mut out.mask, element, u8::from(valid));
         }
         Ok(())
     }

@@ -14,9 +14,7 @@ use crate::keys;
 /// interval. The one rule Reel sets a stream's period, camera windows and frame rates by.
 pub fn median_period_ns(times: impl IntoIterator<Item = u64>) -> Option<u64> {
     let mut times = times.into_iter();
-    let Some(mut previous) = times.next() else {
-        return None;
-    };
+    let mut previous = times.next()?;
     let mut gaps: Vec<u64> = times
         .filter_map(|t| {
             let gap = t.saturating_sub(previous);
