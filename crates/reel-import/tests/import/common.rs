@@ -1,4 +1,4 @@
-//! What the import tests read back from the warehouse.
+//! What the import tests read back from the store: canonical episodes and the warehouse.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,8 @@ use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reel_import::ImportReport;
-use reel_io::Store;
+use reel_io::{MmapSource, Store};
+use reel_mcap::EpisodeReader;
 
 /// An episode's `source_*` warehouse columns, read with arrow-rs from the part the
 /// import's index step wrote.
@@ -58,4 +59,13 @@ pub fn warehouse_sources(store: &Store, report: &ImportReport) -> BTreeMap<Strin
         }
     }
     out
+}
+
+/// The canonical episode `episode_id` of a local store.
+pub fn canonical(store: &Store, episode_id: &str) -> EpisodeReader<MmapSource> {
+    let path = store
+        .local_path(&format!("canonical/{episode_id}.mcap"))
+        .unwrap()
+        .unwrap();
+    EpisodeReader::open(MmapSource::open(&path).unwrap()).unwrap()
 }

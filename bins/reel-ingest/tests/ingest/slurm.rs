@@ -5,19 +5,15 @@
 //! requeued (`scontrol requeue`), its rerun resuming from the batch's completion records;
 //! every landing episode in the warehouse exactly once; every task's JSON lines read.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{events, warehouse, write_plan};
+use crate::common::{BIN, events, warehouse, write_plan};
 use reel_io::Store;
 use reel_pipeline::BatchTarget;
 use reel_synth::SynthConfig;
-
-const BIN: &str = env!("CARGO_BIN_EXE_reel-ingest");
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

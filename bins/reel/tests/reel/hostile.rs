@@ -2,8 +2,6 @@
 //! with `..`, absolute paths, other buckets in a manifest), echo credentials put in a
 //! URI (or taken from the environment), or panic when their reader closes stdout.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

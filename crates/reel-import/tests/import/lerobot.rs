@@ -2,19 +2,15 @@
 //! imported into a store: state and action exact, frames against LeRobot's own decode,
 //! provenance, resuming, and bad datasets.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
-mod common;
-
 use std::path::{Path, PathBuf};
 
+use crate::common::canonical;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reel_import::lerobot::{Dataset, keys};
 use reel_import::{ImportReport, config_for, default_config, import};
-use reel_io::{Kinded, MmapSource, Store};
-use reel_mcap::EpisodeReader;
+use reel_io::{Kinded, Store};
 use reel_pipeline::RunOptions;
 use reel_video::quality::psnr;
 use reel_video::{H264Decoder, RgbConversion};
@@ -70,14 +66,6 @@ fn run_import(dataset: &Dataset, store: &Store) -> ImportReport {
     import(dataset, store, config, &RunOptions::default(), &|_| {}).unwrap()
 }
 
-fn canonical(store: &Store, episode_id: &str) -> EpisodeReader<MmapSource> {
-    let path = store
-        .local_path(&format!("canonical/{episode_id}.mcap"))
-        .unwrap()
-        .unwrap();
-    EpisodeReader::open(MmapSource::open(&path).unwrap()).unwrap()
-}
-
 #[test]
 fn lerobot_datasets_import_exactly_and_near_lerobots_own_frames() {
     // pusht_v21 holds pusht_av1's frames and values, written by LeRobot 0.3.3 in format v2.1.
@@ -110,7 +98,7 @@ fn lerobot_datasets_import_exactly_and_near_lerobots_own_frames() {
         let mut decoder = H264Decoder::with_conversion(RgbConversion::Fast).unwrap();
         let mut first_row = 0;
         let mut worst = f64::INFINITY;
-        let sources = common::warehouse_sources(&store, &report);
+        let sources = crate::common::warehouse_sources(&store, &report);
         assert_eq!(sources.len(), 3, "{name}: one warehouse row per episode");
         for episode in dataset.episodes() {
             let id = dataset.episode_id(episode);
@@ -129,7 +117,7 @@ fn lerobot_datasets_import_exactly_and_near_lerobots_own_frames() {
             assert_eq!(record[keys::FPS], "10");
             assert_eq!(
                 sources[&id],
-                common::SourceColumns {
+                crate::common::SourceColumns {
                     format: Some("lerobot".into()),
                     dataset: Some(name.into()),
                     revision: Some(format.into()),

@@ -1,7 +1,5 @@
 //! `reel-inspect` on a canonical episode and on a landing log.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::process::Command;
 
 use reel_landing::{PackConfig, pack_episode};

@@ -1,8 +1,6 @@
 //! `reel-inspect doctor` on a good canonical episode and on one with a damaged chunk, and
 //! `reel-inspect cat` on one topic.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::path::Path;
 use std::process::{Command, Output};
 

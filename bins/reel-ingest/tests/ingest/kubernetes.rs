@@ -5,21 +5,17 @@
 //! the bucket (an S3-compatible server on loopback) when run once per completion index
 //! with `$JOB_COMPLETION_INDEX` as Kubernetes sets it: every episode once.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::{events, warehouse};
+use crate::common::{BIN, events, warehouse};
 use reel_pipeline::{BatchTarget, list_landing, make_plan};
 use reel_synth::SynthConfig;
-
-const BIN: &str = env!("CARGO_BIN_EXE_reel-ingest");
 
 /// The ingest Job's container (command and args), after validating every manifest.
 fn ingest_container() -> (Vec<String>, Vec<String>) {
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/kubernetes.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ingest/python/kubernetes.py");
     let out = Command::new(reel_io::test_support::python().expect("python"))
         .arg(&script)
         .arg(&docs)

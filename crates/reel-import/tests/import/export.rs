@@ -3,8 +3,6 @@
 //! LeRobot, robot recordings at LeRobot's default encoding, a damaged row, an output that
 //! exists.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -2,12 +2,9 @@
 //! and JPEG pictures) and robomimic's, imported into a store: values exact, pictures near
 //! what was stored, a file without `/action` refused by name.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
-mod common;
-
 use std::path::{Path, PathBuf};
 
+use crate::common::canonical;
 use reel_import::hdf5::{Hdf5Files, Mapping};
 use reel_import::{ImportReport, Source, config_for, default_config, import};
 use reel_io::{MmapSource, Store};
@@ -44,14 +41,6 @@ fn run(files: &[PathBuf], store: &Store) -> (Hdf5Files, ImportReport) {
     (set, report)
 }
 
-fn canonical(store: &Store, id: &str) -> EpisodeReader<MmapSource> {
-    let path = store
-        .local_path(&format!("canonical/{id}.mcap"))
-        .unwrap()
-        .unwrap();
-    EpisodeReader::open(MmapSource::open(&path).unwrap()).unwrap()
-}
-
 /// The worst PSNR of a canonical camera against the pictures in `reference`.
 fn worst_psnr(
     reader: &EpisodeReader<MmapSource>,
@@ -81,7 +70,7 @@ fn aloha_files_raw_and_jpeg_import_with_exact_values() {
     assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
     assert!(report.ingest.quarantined.is_empty());
     assert_eq!(set.fps().unwrap(), 50.0);
-    let sources = common::warehouse_sources(&store, &report);
+    let sources = crate::common::warehouse_sources(&store, &report);
     for (stem, episode) in ["aloha_raw", "aloha_jpeg"].iter().zip(set.episodes()) {
         assert_eq!(episode.id, format!("hdf5_{stem}"));
         let reader = canonical(&store, &episode.id);
@@ -139,7 +128,7 @@ fn robomimic_demos_become_episodes_at_the_control_rate() {
     let episodes = set.episodes();
     assert_eq!(episodes.len(), 2);
     let want = expected("robomimic");
-    let sources = common::warehouse_sources(&store, &report);
+    let sources = crate::common::warehouse_sources(&store, &report);
     for (d, episode) in episodes.iter().enumerate() {
         assert_eq!(episode.id, format!("robomimic_demo_{d}"));
         let reader = canonical(&store, &episode.id);
@@ -149,7 +138,7 @@ fn robomimic_demos_become_episodes_at_the_control_rate() {
         assert_eq!(record["source.demo"], format!("demo_{d}"));
         assert_eq!(
             sources[&episode.id],
-            common::SourceColumns {
+            crate::common::SourceColumns {
                 format: Some("hdf5.robomimic".into()),
                 dataset: Some(record["source.dataset"].clone()),
                 revision: None,

@@ -1,8 +1,6 @@
 //! The `reel` umbrella: every subcommand's help, completions, man pages, and the one-line
 //! error report.
 
-#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
-
 use std::process::{Command, Output};
 
 const SUBCOMMANDS: [&str; 15] = [

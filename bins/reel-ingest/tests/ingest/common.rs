@@ -1,7 +1,5 @@
-//! What the ingest CLI's tests share: plans, the JSON lines of a run, the warehouse.
-
-// Each test binary compiles this module and uses a part of it.
-#![allow(dead_code)]
+//! What the ingest CLI's tests share: the binary, plans, the JSON lines of a run, the
+//! warehouse.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,6 +8,8 @@ use arrow_array::{Array, Int64Array, StringArray};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reel_io::Store;
 use reel_pipeline::{BatchTarget, Plan, list_landing, make_plan};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_reel-ingest");
 
 /// A plan of everything under `landing_uri` (opened as `store`), written to `dir/name`;
 /// returns its path and the plan.

@@ -8,15 +8,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod common;
-
-use common::{events, warehouse, write_plan};
+use crate::common::{BIN, events, warehouse, write_plan};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reel_io::{ByteSource, Store, StoreOptions};
 use reel_pipeline::BatchTarget;
 use reel_synth::{FaultRates, SynthConfig};
-
-const BIN: &str = env!("CARGO_BIN_EXE_reel-ingest");
 
 /// Writes `n` small landing episodes and one broken file into `dir`; returns the good ids.
 fn landing(dir: &Path, n: u64, seconds: f64) -> Vec<String> {

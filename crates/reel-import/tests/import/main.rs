@@ -1,0 +1,9 @@
+//! reel-import's integration tests, one binary: LeRobot datasets and HDF5 episodes
+//! imported into a store, and canonical episodes exported back out as LeRobot datasets.
+
+#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
+
+mod common;
+mod export;
+mod hdf5;
+mod lerobot;
