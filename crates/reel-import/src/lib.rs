@@ -104,7 +104,7 @@ impl ImportReport {
 /// The x264 CRF an import re-encodes video with by default (H.264 that meets the canonical
 /// rules is kept as it is). A dataset's video is already lossy, and a second generation at
 /// the canonical 23 drifts from what the dataset's users trained on: at 12 the frames stay
-/// within 40 dB PSNR of LeRobot's own decode of its AV1 (tests/lerobot.rs; 18 and 15 did
+/// within 40 dB PSNR of LeRobot's own decode of its AV1 (tests/import/lerobot.rs; 18 and 15 did
 /// not, on small textured frames).
 pub const IMPORT_CRF: f32 = 12.0;
 
