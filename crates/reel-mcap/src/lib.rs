@@ -13,6 +13,9 @@
 //! * [`EpisodeReader`] reads an episode over any [`reel_io::ByteSource`]: summary in at most
 //!   two ranged reads, then [`EpisodeReader::read_window`], [`EpisodeReader::signals`] and
 //!   [`EpisodeReader::frames`].
+//! * [`records`] types the format's metadata (each channel's, and the `episode`,
+//!   `reel.layout` and `reel.streams` records), written and parsed there alone;
+//!   [`EpisodeReader::channel_info`] and its siblings return them parsed.
 //! * [`inspect`] describes the layout of any MCAP; [`doctor`] checks one against the MCAP
 //!   specification and the canonical rules and names every problem; [`cat_messages`]
 //!   gives its messages as JSON.

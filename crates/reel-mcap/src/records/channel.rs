@@ -278,6 +278,7 @@ impl ChannelInfo {
             other => match SignalKind::from_name(other) {
                 Some(kind) => ChannelContent::Signal(SignalInfo {
                     kind,
+                    // The key is required; its list may be empty.
                     fields: {
                         fields.text(keys::FIELDS)?;
                         keys::field_names(metadata)
