@@ -1,5 +1,6 @@
 //! `reel-inspect` on a canonical episode and on a landing log.
 
+use crate::json_lines;
 use std::process::Command;
 
 use reel_landing::{PackConfig, pack_episode};
@@ -31,16 +32,7 @@ fn reports_groups_chunks_and_gops() {
         .arg(&landing_path)
         .output()
         .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let reports: Vec<serde_json::Value> = String::from_utf8(run.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let reports = json_lines(run);
 
     let canonical = &reports[0];
     assert_eq!(canonical["layout"], "topic-groups");
@@ -117,16 +109,7 @@ fn lineage_follows_a_manifest_to_its_episodes_and_names_what_changed() {
         command.output().unwrap()
     };
     let run = lineage(true);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let records: Vec<serde_json::Value> = String::from_utf8(run.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = json_lines(run);
     assert_eq!(records.len(), 3, "{records:?}");
     assert_eq!(records[0]["kind"], "manifest");
     assert_eq!(records[0]["query"], "SELECT * FROM episodes");

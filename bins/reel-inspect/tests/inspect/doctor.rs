@@ -1,6 +1,7 @@
 //! `reel-inspect doctor` on a good canonical episode and on one with a damaged chunk, and
 //! `reel-inspect cat` on one topic.
 
+use crate::json_lines;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -104,16 +105,7 @@ fn cat_prints_one_json_line_per_message_of_a_topic() {
         .find(|c| c.topic == "/joint_states")
         .unwrap();
     let run = inspect(&["cat", "--topic", "/joint_states"], &path);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(run.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(run);
     assert_eq!(lines.len() as u64, joints.messages);
     assert!(
         lines

@@ -5,3 +5,17 @@
 
 mod cli;
 mod doctor;
+
+/// The JSON lines a run that succeeded wrote on stdout (its stderr shown if it failed).
+fn json_lines(run: std::process::Output) -> Vec<serde_json::Value> {
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8(run.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
