@@ -344,7 +344,7 @@ impl Doctor {
         chunks: &[Option<ChunkMessages>],
     ) {
         let layout = self.metadata(reader);
-        self.channels(summary);
+        let infos = self.channels(summary);
         self.topic_groups(summary);
         self.ran("compression");
         for (number, index) in summary.chunk_indexes.iter().enumerate() {
@@ -363,7 +363,7 @@ impl Doctor {
                 );
             }
         }
-        self.cameras(summary, chunks, layout.as_ref());
+        self.cameras(summary, &infos, chunks, layout.as_ref());
     }
 
     /// The metadata records, each parsed as the readers parse it; returns the camera
@@ -405,8 +405,11 @@ impl Doctor {
         }
     }
 
-    fn channels(&mut self, summary: &mcap::Summary) {
+    /// Checks each channel's metadata and schema; returns the channels whose metadata
+    /// parses, by id.
+    fn channels(&mut self, summary: &mcap::Summary) -> BTreeMap<u16, ChannelInfo> {
         self.ran("channels");
+        let mut infos = BTreeMap::new();
         let mut channels: Vec<_> = summary.channels.values().collect();
         channels.sort_by_key(|c| c.id);
         for c in channels {
@@ -421,10 +424,14 @@ impl Doctor {
             };
             let expected_schema = match info.content {
                 // Kept as recorded: its own schema and encoding, whatever they are.
-                ChannelContent::Recorded { .. } => continue,
-                ChannelContent::Camera(_) => COMPRESSED_VIDEO,
-                ChannelContent::Depth(_) => RAW_IMAGE,
-                ChannelContent::Signal(_) => FLOAT_ARRAY,
+                ChannelContent::Recorded { .. } => None,
+                ChannelContent::Camera(_) => Some(COMPRESSED_VIDEO),
+                ChannelContent::Depth(_) => Some(RAW_IMAGE),
+                ChannelContent::Signal(_) => Some(FLOAT_ARRAY),
+            };
+            infos.insert(c.id, info);
+            let Some(expected_schema) = expected_schema else {
+                continue;
             };
             if schema != expected_schema || c.message_encoding != "protobuf" {
                 self.problem(
@@ -436,6 +443,7 @@ impl Doctor {
                 );
             }
         }
+        infos
     }
 
     fn topic_groups(&mut self, summary: &mcap::Summary) {
@@ -501,6 +509,7 @@ impl Doctor {
     fn cameras(
         &mut self,
         summary: &mcap::Summary,
+        infos: &BTreeMap<u16, ChannelInfo>,
         chunks: &[Option<ChunkMessages>],
         layout: Option<&CameraWindows>,
     ) {
@@ -529,13 +538,11 @@ impl Doctor {
             .channels
             .values()
             .filter(|c| c.schema.as_ref().is_some_and(|s| s.name == RAW_IMAGE))
-            .filter_map(
-                |c| match ChannelInfo::parse(&c.topic, &c.metadata).ok()?.content {
-                    // `channels` reports a depth channel whose metadata does not parse.
-                    ChannelContent::Depth(depth) => Some((c.id, (depth.width, depth.height))),
-                    _ => None,
-                },
-            )
+            .filter_map(|c| match &infos.get(&c.id)?.content {
+                // `channels` reported a depth channel whose metadata does not parse.
+                ChannelContent::Depth(depth) => Some((c.id, (depth.width, depth.height))),
+                _ => None,
+            })
             .collect();
         self.ran("gop_alignment");
         if layout.is_some() {

@@ -1,10 +1,11 @@
 //! `reel-inspect` on a canonical episode and on a landing log.
 
-use crate::json_lines;
 use std::process::Command;
 
 use reel_landing::{PackConfig, pack_episode};
 use reel_synth::{SynthConfig, generate_episode};
+
+use crate::json_lines;
 
 #[test]
 fn reports_groups_chunks_and_gops() {

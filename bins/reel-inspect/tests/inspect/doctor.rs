@@ -1,13 +1,14 @@
 //! `reel-inspect doctor` on a good canonical episode and on one with a damaged chunk, and
 //! `reel-inspect cat` on one topic.
 
-use crate::json_lines;
 use std::path::Path;
 use std::process::{Command, Output};
 
 use reel_io::FileSource;
 use reel_landing::{PackConfig, pack_episode};
 use reel_synth::{SynthConfig, generate_episode};
+
+use crate::json_lines;
 
 /// Bytes of a chunk record in front of its compressed records: opcode, length, start and
 /// end time, uncompressed size and CRC, the compression name (`zstd`), records length.
