@@ -50,6 +50,8 @@ mod qc;
 mod resample;
 mod segment;
 mod state;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 
 pub use camera::{CameraOutput, FrameStat, encode_camera};
 pub use canonical::{
