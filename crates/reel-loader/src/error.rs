@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use reel_io::Kinded;
 
+use crate::warm::WarmStep;
+
 /// What can go wrong building a loader or a batch.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -98,11 +100,19 @@ pub enum LoaderError {
     /// iterator ends with it; its state still names the first batch not delivered.
     #[error("loader worker lost building batch {batch}: {reason}")]
     WorkerLost { batch: u64, reason: String },
+    /// Warming a working set into the block cache failed at `step`, which names the
+    /// manifest, store or cache; `source` says why.
+    #[error("{step}")]
+    Warm {
+        step: WarmStep,
+        #[source]
+        source: Box<LoaderError>,
+    },
 }
 
-/// Wrapped errors keep their cause's kind; an episode without what the spec asks for is
-/// bad input; a spec, shard or resume state that does not fit, and a lost worker (a bug,
-/// not the data), are the environment's.
+/// Wrapped errors, a warm's too, keep their cause's kind; an episode without what the
+/// spec asks for is bad input; a spec, shard or resume state that does not fit, and a lost
+/// worker (a bug, not the data), are the environment's.
 impl Kinded for LoaderError {
     fn kind(&self) -> reel_io::ErrorKind {
         use reel_io::ErrorKind;
@@ -111,6 +121,7 @@ impl Kinded for LoaderError {
             Self::Io(e) => e.kind(),
             Self::Cache(e) => e.kind(),
             Self::Episode { source, .. } => source.kind(),
+            Self::Warm { source, .. } => source.kind(),
             Self::Mismatch { .. }
             | Self::TooManySkipped { .. }
             | Self::NoReadableEpisode { .. }

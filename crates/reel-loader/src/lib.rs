@@ -26,7 +26,9 @@
 //!   instead of repeating it; pictures are converted to RGB only when a sample uses them.
 //! - With feature `cuda` and [`LoaderOptions::pin_memory`], batch buffers are page-locked
 //!   host memory ([`HostMemory`]), ready for asynchronous copies to the GPU.
-//! - [`working_set`] gives the byte ranges a spec reads, to warm the block cache with.
+//! - [`working_set`] gives the byte ranges a spec reads, to warm the block cache with;
+//!   [`PreparedWarm`] plans, pins and fetches a [`WarmRequest`]'s working set into the
+//!   cache (what `reel-warm` and `reel.warm` run).
 //! - [`to_record_batch`] and [`ArrowStreamWriter`] turn batches into Arrow record batches
 //!   and an Arrow IPC stream (a row per sample, a column per tensor).
 //!
@@ -96,6 +98,7 @@ mod spec;
 mod state;
 #[cfg(test)]
 mod test_fixture;
+mod warm;
 mod working_set;
 
 pub use arrow::{ArrowExportError, ArrowStreamWriter, SHAPE_KEY, to_record_batch};
@@ -117,4 +120,5 @@ pub use spec::{
     SampleSpec,
 };
 pub use state::{LOADER_CHECKPOINT_FILE, ResumeCheck, RunIdentity, SavedState};
+pub use warm::{PinChoice, PreparedWarm, WarmOutcome, WarmRequest, WarmStep};
 pub use working_set::{whole_episodes, working_set};
