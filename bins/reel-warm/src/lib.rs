@@ -5,7 +5,8 @@
 //! report and the cache metrics goes to stdout. Exits non-zero, before fetching anything,
 //! if the working set cannot fit in the cache. Safe to rerun after a crash: blocks already
 //! cached are kept and only missing ones are fetched. The `reel-warm` binary and
-//! `reel warm` both run [`run`].
+//! `reel warm` both run [`run`], a thin layer over [`reel_loader::PreparedWarm`], which
+//! `reel.warm` runs too.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,8 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use reel_cache::{CacheConfig, WarmOptions};
-use reel_io::Store;
+use reel_loader::{PinChoice, PreparedWarm, SampleSpec, WarmRequest};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -71,46 +71,35 @@ pub struct Args {
     quiet: bool,
 }
 
-/// Plans, pins and fetches the working set; one JSON line with the report on stdout.
-pub fn run(args: Args) -> Result<ExitCode> {
-    let manifest = reel_manifest::open_uri(&args.manifest, &reel_manifest::node_manifest_dir())
-        .with_context(|| format!("opening manifest {}", args.manifest))?;
-    let store = Store::open_existing(&args.store)
-        .with_context(|| format!("opening store {}", reel_io::redact(&args.store)))?;
-    let items = match &args.spec {
-        Some(path) => {
+impl Args {
+    /// The warm these flags ask for, the spec read from its path or URI.
+    fn request(&self) -> Result<WarmRequest> {
+        let mut request = WarmRequest::new(&self.manifest, &self.store, PathBuf::new());
+        request.cache_dirs.clone_from(&self.cache);
+        request.capacity = self.capacity;
+        request.block_size = self.block_size;
+        request.concurrency = self.concurrency;
+        request.verify = self.verify;
+        request.pin = match (&self.pin, self.no_pin) {
+            (_, true) => PinChoice::Unpinned,
+            (Some(name), false) => PinChoice::Named(name.clone()),
+            (None, false) => PinChoice::Default,
+        };
+        if let Some(path) = &self.spec {
             let spec = reel_cli::read_text_input(path)
                 .map_err(anyhow::Error::from)
-                .and_then(|text| Ok(reel_loader::SampleSpec::from_toml_str(&text)?))
+                .and_then(|text| Ok(SampleSpec::from_toml_str(&text)?))
                 .with_context(|| format!("reading sample spec {path}"))?;
-            reel_loader::working_set(&manifest, &spec, &store)
-                .context("finding what the loader reads")?
+            request.spec = Some(spec);
         }
-        None => reel_loader::whole_episodes(&manifest)?.warm_items(),
-    };
+        Ok(request)
+    }
+}
 
-    let mut config = CacheConfig::new(args.cache[0].clone(), 0);
-    config.dirs = args.cache.clone();
-    config.block_size = args.block_size;
-    config.max_concurrent_fetches = args.concurrency.max(1);
-    let cache = reel_cache::open_with_capacity(config, &store, args.capacity)?;
-
-    let options = WarmOptions {
-        concurrency: args.concurrency.max(1),
-        verify: args.verify,
-        pin: if args.no_pin {
-            None
-        } else {
-            Some(
-                args.pin
-                    .clone()
-                    .unwrap_or_else(|| reel_cache::default_pin_name(manifest.path())),
-            )
-        },
-    };
-    let plan = cache
-        .plan_warm(&items, &options)
-        .with_context(|| format!("planning the warm of {}", args.manifest))?;
+/// Plans, pins and fetches the working set; one JSON line with the report on stdout.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let warm = PreparedWarm::prepare(&args.request()?)?;
+    let plan = warm.plan();
     eprintln!(
         "reel-warm: {} episodes, {} blocks, {} ({} cached, {} to fetch); cache {} of {} capacity, {} pinned by others",
         plan.objects().len(),
@@ -119,7 +108,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         human(plan.cached_bytes),
         human(plan.missing_bytes),
         human(plan.disk_bytes),
-        human(cache.config().capacity),
+        human(warm.cache().config().capacity),
         human(plan.pinned_by_others),
     );
 
@@ -129,11 +118,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.quiet,
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let report = cache.warm(plan, &options, |p| bar.set_position(p.fetched_bytes));
+    let outcome = warm.run(|p| bar.set_position(p.fetched_bytes));
     bar.finish_and_clear();
-    let report = report.context("warming")?;
+    let outcome = outcome?;
 
-    let metrics = cache.metrics();
+    let report = &outcome.report;
     eprintln!(
         "reel-warm: fetched {} in {:.1} s ({}/s, {} requests); working set of {} warm{}",
         human(report.fetched_bytes),
@@ -141,25 +130,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         human(report.bytes_per_second() as u64),
         report.requests,
         human(report.total_bytes),
-        options
+        outcome
             .pin
             .as_ref()
             .map(|p| format!(", pinned as `{p}`"))
             .unwrap_or_default(),
     );
-    for (name, value) in metrics.alluxio_names() {
+    for (name, value) in outcome.metrics.alluxio_names() {
         eprintln!("  {name} = {value}");
     }
-    let line = serde_json::json!({
-        "event": "warm",
-        "manifest": args.manifest,
-        "store": args.store,
-        "pin": options.pin,
-        "report": report,
-        "metrics": metrics.to_json(),
-    });
+    let mut line = serde_json::Map::new();
+    line.insert("event".into(), "warm".into());
+    line.insert("manifest".into(), args.manifest.into());
+    line.insert("store".into(), args.store.into());
+    line.extend(outcome.to_json());
     // The URIs given may carry credentials: never echoed.
-    println!("{}", reel_io::redact_secrets(&line.to_string()));
+    let line = serde_json::Value::Object(line).to_string();
+    println!("{}", reel_io::redact_secrets(&line));
     Ok(ExitCode::SUCCESS)
 }
 
