@@ -1,9 +1,8 @@
 //! `reel.warm`: a manifest's working set into the node's block cache, as `reel-warm`
-//! runs it.
+//! runs it ([`reel_loader::PreparedWarm`]).
 
 use pyo3::prelude::*;
-use reel_cache::{CacheConfig, WarmOptions};
-use reel_io::Store;
+use reel_loader::{PinChoice, PreparedWarm, WarmRequest};
 
 use crate::errors::OrRaise;
 
@@ -26,46 +25,36 @@ pub fn warm<'py>(
     verify: bool,
     pin: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let manifest = crate::paths::text("manifest", manifest)?;
-    let store = crate::paths::text("store", store)?;
-    let spec = spec.map(crate::spec::sample_spec).transpose()?;
-    let pin: Option<Option<String>> = match pin {
-        None => None,
-        Some(value) if value.is_instance_of::<pyo3::types::PyBool>() => {
-            if value.extract::<bool>()? {
-                None
-            } else {
-                Some(None)
-            }
-        }
-        Some(value) => Some(Some(value.extract()?)),
-    };
+    let mut request = WarmRequest::new(
+        crate::paths::text("manifest", manifest)?,
+        crate::paths::text("store", store)?,
+        cache,
+    );
+    request.spec = spec.map(crate::spec::sample_spec).transpose()?;
+    request.capacity = capacity;
+    request.concurrency = concurrency;
+    request.verify = verify;
+    request.pin = pin_choice(pin)?;
     let json = py.detach(move || {
-        let manifest =
-            reel_manifest::open_uri(&manifest, &reel_manifest::node_manifest_dir()).or_raise()?;
-        let store = Store::open_existing(&store).or_raise()?;
-        let items = match &spec {
-            Some(spec) => reel_loader::working_set(&manifest, spec, &store).or_raise()?,
-            None => reel_loader::whole_episodes(&manifest)
-                .or_raise()?
-                .warm_items(),
-        };
-        let mut config = CacheConfig::new(cache, 0);
-        config.max_concurrent_fetches = concurrency.max(1);
-        let cache = reel_cache::open_with_capacity(config, &store, capacity).or_raise()?;
-        let options = WarmOptions {
-            concurrency: concurrency.max(1),
-            verify,
-            pin: pin.unwrap_or_else(|| Some(reel_cache::default_pin_name(manifest.path()))),
-        };
-        let plan = cache.plan_warm(&items, &options).or_raise()?;
-        let report = cache.warm(plan, &options, |_| {}).or_raise()?;
-        let line = serde_json::json!({
-            "pin": options.pin,
-            "report": report,
-            "metrics": cache.metrics().to_json(),
-        });
-        Ok::<_, PyErr>(line.to_string())
+        let outcome = PreparedWarm::prepare(&request)
+            .and_then(|warm| warm.run(|_| {}))
+            .or_raise()?;
+        Ok::<_, PyErr>(serde_json::Value::Object(outcome.to_json()).to_string())
     })?;
     py.import("json")?.call_method1("loads", (json,))
+}
+
+/// `pin`: None or True for the default name, False for no pin, else the name.
+fn pin_choice(pin: Option<&Bound<'_, PyAny>>) -> PyResult<PinChoice> {
+    Ok(match pin {
+        None => PinChoice::Default,
+        Some(value) if value.is_instance_of::<pyo3::types::PyBool>() => {
+            if value.extract::<bool>()? {
+                PinChoice::Default
+            } else {
+                PinChoice::Unpinned
+            }
+        }
+        Some(value) => PinChoice::Named(value.extract()?),
+    })
 }
