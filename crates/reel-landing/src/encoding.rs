@@ -87,17 +87,20 @@ impl EncodeConfig {
     /// A named encoding: `canonical` (the default: GOP 30 chains, the smallest files and
     /// the fastest reads in Reel's locality order) or `random-access` (for training that
     /// draws samples in a global shuffle: 2-frame GOPs, so a random frame decodes from
-    /// at most two access units, CRF 26, whose fewer bits decode faster and keep files
-    /// near the canonical encoding's size, and numeric chunks of 0.5 s stored
-    /// uncompressed, so a sample's numeric streams are read from a few small chunks
-    /// without decompressing; docs/BENCHMARKS.md has the measurements behind it). Both
-    /// are plain H.264 that Foxglove plays.
+    /// at most two access units, CRF 26, whose fewer bits decode faster, libx264 tuned
+    /// for PSNR as well as fast decoding (no psychovisual rate-distortion or adaptive
+    /// quantisation: bits go to the squared error a model sees, which on real footage
+    /// takes fewer bytes than LeRobot's datasets at equal PSNR), and numeric chunks of
+    /// 0.5 s stored uncompressed, so a sample's numeric streams are read from a few small
+    /// chunks without decompressing; docs/BENCHMARKS.md has the measurements behind it).
+    /// Both are plain H.264 that Foxglove plays.
     pub fn named(name: &str) -> Option<Self> {
         match name {
             "canonical" => Some(Self::default()),
             "random-access" => Some(Self {
                 gop: 2,
                 crf: 26.0,
+                tune: "fastdecode,psnr".into(),
                 compress_chunks: false,
                 signal_window_s: 0.5,
                 ..Self::default()
@@ -192,6 +195,7 @@ mod tests {
         assert_eq!(chosen.signal_window_s, 0.5);
         assert_eq!(chosen.camera_group, "video");
         assert_eq!((chosen.gop, chosen.crf), (2, 26.0));
+        assert_eq!(chosen.tune, "fastdecode,psnr");
 
         // One that chose a window keeps it, whatever the encoding.
         let config = EncodeConfig {
