@@ -1,7 +1,7 @@
 //! The canonical encoding: one set of settings for every path from landing streams to a
 //! canonical episode, so changing how canonical cameras are encoded is one edit.
 
-use reel_mcap::{Error, Result};
+use reel_mcap::{CameraWindows, Error, Result, WriteConfig};
 use reel_video::{EncoderConfig, GopStructure};
 use serde::{Deserialize, Serialize};
 
@@ -165,6 +165,27 @@ impl EncodeConfig {
     /// The chunk window of numeric groups, ns.
     pub fn signal_window_ns(&self) -> u64 {
         (self.signal_window_s * 1e9) as u64
+    }
+
+    /// The camera chunk windows when no recorded video sets them: `gop` frames of
+    /// `period_ns` each, from `origin_ns`.
+    pub fn camera_windows(&self, origin_ns: u64, period_ns: u64) -> CameraWindows {
+        CameraWindows {
+            origin_ns,
+            window_ns: (period_ns * u64::from(self.gop)).max(1),
+        }
+    }
+
+    /// How a canonical episode encoded with these settings is written: cameras chunked by
+    /// `windows`, numeric groups by `signal_window_s`.
+    pub fn write_config(&self, windows: CameraWindows) -> WriteConfig {
+        WriteConfig {
+            camera_window_ns: windows.window_ns,
+            camera_origin_ns: Some(windows.origin_ns),
+            signal_window_ns: self.signal_window_ns(),
+            compress: self.compress_chunks,
+            ..WriteConfig::default()
+        }
     }
 }
 

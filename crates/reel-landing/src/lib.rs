@@ -10,10 +10,13 @@
 //! * [`read_landing`], [`read_split_mcap`], [`read_rosbag2`] and [`LandingFiles`] parse a
 //!   recording into a [`LandingEpisode`]; [`write_landing`] writes one from memory (the
 //!   importers land datasets through it).
-//! * [`pack`], [`pack_episode`] and [`prepare_landing`] turn a landing episode into a
-//!   [`reel_mcap::CanonicalEpisode`]: cameras encoded to H.264 ([`EncodeConfig`]) or kept
-//!   as recorded ([`keep_recorded_video`]), depth stored losslessly ([`convert_depth`]),
-//!   topics grouped by [`PackConfig`]. The container itself is `reel-mcap`'s, which knows
+//! * [`TopicConfig`] holds the topic rules (skip, group, role, values) and
+//!   [`TopicConfig::apply`] is the one place they take effect, for `reel-pack` and ingest.
+//! * [`prepare_as_recorded`] (and over it [`pack`], [`pack_episode`], [`prepare_landing`])
+//!   turns a landing episode into a [`reel_mcap::CanonicalEpisode`] with every topic at its
+//!   recorded times: cameras encoded to H.264 ([`EncodeConfig`]) or kept as recorded
+//!   ([`keep_recorded_video`]), depth stored losslessly ([`convert_depth`]). Ingest's
+//!   as-recorded profile calls it too. The container itself is `reel-mcap`'s, which knows
 //!   nothing of landing logs.
 //!
 //! ```
@@ -57,6 +60,7 @@
 //! Errors are [`reel_mcap::Error`]: a landing log that does not parse is bad input the
 //! same way a canonical episode that does not is.
 
+mod as_recorded;
 mod assemble;
 mod camera_encoder;
 mod depth;
@@ -71,9 +75,11 @@ mod read;
 mod recorded_video;
 mod ros2msg;
 mod rosbag2;
+mod topics;
 mod value;
 mod write;
 
+pub use as_recorded::{PackReport, prepare_as_recorded};
 pub use camera_encoder::{CameraEncoder, FrameTimes};
 pub use depth::{ConvertedDepth, convert_depth};
 pub use encoding::{EncodeConfig, EncodeStructure};
@@ -82,14 +88,14 @@ pub use episode::{
     StreamProblem,
 };
 pub use frames::{CameraFrames, DecodedFrame};
-pub use pack::{
-    PackConfig, PackReport, TopicRule, pack, pack_episode, plan_recorded_videos, prepare_episode,
-    prepare_landing,
-};
+pub use pack::{PackConfig, pack, pack_episode, prepare_episode, prepare_landing};
 pub use read::{
     LandingFiles, is_rosbag2, read_landing, read_landing_object, read_split_mcap, recording_key,
     recording_stem,
 };
-pub use recorded_video::{check_recorded_video, is_recorded_video, keep_recorded_video};
+pub use recorded_video::{
+    check_recorded_video, is_recorded_video, keep_recorded_video, plan_recorded_videos,
+};
 pub use rosbag2::{Rosbag2Metadata, read_rosbag2};
+pub use topics::{RuledEpisode, TopicConfig, TopicGroups, TopicRule};
 pub use write::{LandingImage, LandingImages, LandingLog, LandingVideo, write_landing};

@@ -17,6 +17,36 @@ pub fn is_recorded_video(camera: &LandingCamera) -> bool {
         .is_some_and(|f| matches!(f.encoding, ImageEncoding::Video { .. }))
 }
 
+/// The recorded videos of an episode that can be kept as recorded, and the chunk windows
+/// they set: the first one that meets the canonical rules decides the windows, the others
+/// are kept only if their keyframes fit them too. Every other recorded video is
+/// transcoded, with the reason; with `keep` off, every one is.
+pub fn plan_recorded_videos(
+    cameras: &[LandingCamera],
+    keep: bool,
+) -> (Option<CameraWindows>, Vec<VideoOrigin>) {
+    let mut windows = None;
+    let origins = cameras
+        .iter()
+        .map(|camera| {
+            if !is_recorded_video(camera) {
+                return VideoOrigin::Encoded;
+            }
+            if !keep {
+                return VideoOrigin::Transcoded("encode.keep_recorded_video is off".into());
+            }
+            match check_recorded_video(camera, windows) {
+                Ok(w) => {
+                    windows = Some(w);
+                    VideoOrigin::Kept
+                }
+                Err(reason) => VideoOrigin::Transcoded(reason),
+            }
+        })
+        .collect();
+    (windows, origins)
+}
+
 /// Checks a recorded video against the canonical rules: H.264 in Annex B, no B-frames,
 /// SPS and PPS on every keyframe, and a keyframe first in every chunk window — of
 /// `windows` when given, else of the windows its own keyframes imply (their median
