@@ -1,19 +1,18 @@
-//! Step 5: the canonical episode, and steps 1–5 for one episode in memory.
+//! Step 5: the canonical episode and its summary, and steps 2–5 on the resampled grid.
 
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
-use reel_landing::{ConvertedDepth, StreamProblem};
+use reel_landing::{ConvertedDepth, StreamProblem, TopicGroups};
 use reel_mcap::{
-    CameraStream, CameraWindows, CanonicalEpisode, DepthStream, RecordedStream, SignalKind,
-    SignalStream, WriteConfig,
+    CameraStream, CameraWindows, CanonicalEpisode, DepthStream, SignalKind, SignalStream,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::camera::{CameraOutput, encode_camera};
 use crate::config::PipelineConfig;
 use crate::derive::derive_signals;
-use crate::episode::{EpisodeInfo, Landing, decode_landing, decode_recording};
+use crate::episode::{EpisodeInfo, Landing};
 use crate::qc::{CameraStats, QcReport, quality_check};
 use crate::resample::{Resampled, resample};
 use crate::{Error, Result, SCHEMA_VERSION};
@@ -176,49 +175,11 @@ pub(crate) fn canonical_key(episode_id: &str) -> String {
     format!("canonical/{episode_id}.mcap")
 }
 
-/// Runs steps 1–5 on one landing episode held in memory: decode, resample, derive,
-/// measure and encode cameras, check quality, write the canonical MCAP. `name` is used in
-/// errors and recorded as the landing key; `fallback_id` names the episode when its
-/// metadata does not.
-pub fn process_episode(
-    name: &str,
-    fallback_id: &str,
-    landing_bytes: &[u8],
-    config: &PipelineConfig,
-) -> Result<ProcessedEpisode> {
-    let config_digest = config.digest()?;
-    process_landing(
-        decode_landing(name, fallback_id, landing_bytes)?,
-        reel_manifest::object_digest(landing_bytes),
-        config,
-        config_digest,
-    )
-}
-
-/// [`process_episode`] for a recording already fetched: an MCAP or a rosbag2 recording.
-pub fn process_recording(
-    name: &str,
-    fallback_id: &str,
-    files: &reel_landing::LandingFiles,
-    config: &PipelineConfig,
-) -> Result<ProcessedEpisode> {
-    let config_digest = config.digest()?;
-    let landing_digest = match files {
-        reel_landing::LandingFiles::Mcap { bytes, .. } => reel_manifest::object_digest(bytes),
-        reel_landing::LandingFiles::Rosbag2 { files, .. } => {
-            reel_manifest::parts_digest(files.iter().map(|(_, bytes)| &bytes[..]))
-        }
-    };
-    process_landing(
-        decode_recording(name, fallback_id, files)?,
-        landing_digest,
-        config,
-        config_digest,
-    )
-}
-
-fn process_landing(
+/// Steps 2–5 on the resampled grid: resample, derive, measure and encode cameras, check
+/// quality, write the canonical MCAP.
+pub(crate) fn process_on_grid(
     landing: Landing,
+    groups: &TopicGroups,
     landing_digest: u64,
     config: &PipelineConfig,
     config_digest: String,
@@ -233,13 +194,9 @@ fn process_landing(
         &landing.episode.cameras,
         config.encode.keep_recorded_video,
     );
-    let windows = kept_windows.unwrap_or(CameraWindows {
-        origin_ns: resampled.origin_ns,
-        window_ns: resampled
-            .cameras
-            .first()
-            .map_or(33_333_333, |c| c.period_ns)
-            * u64::from(config.encode.gop),
+    let windows = kept_windows.unwrap_or_else(|| {
+        let period = (resampled.cameras.first()).map_or(33_333_333, |c| c.period_ns);
+        config.encode.camera_windows(resampled.origin_ns, period)
     });
     let cameras: Vec<CameraOutput> = landing
         .episode
@@ -248,7 +205,7 @@ fn process_landing(
         .zip(&resampled.cameras)
         .zip(origins)
         .map(|((camera, grid), video)| {
-            encode_camera(
+            let mut output = encode_camera(
                 name,
                 camera,
                 grid,
@@ -256,7 +213,9 @@ fn process_landing(
                 video,
                 &config.encode,
                 black_luma,
-            )
+            )?;
+            output.stream.group = groups.group_of(&camera.topic).to_owned();
+            Ok(output)
         })
         .collect::<Result<_>>()?;
     // Depth frames are kept as recorded, not resampled: lossless values, no grid to fill.
@@ -265,7 +224,8 @@ fn process_landing(
         .depths
         .par_iter()
         .map(|camera| {
-            reel_landing::convert_depth(name, camera, config.encode.camera_group.clone(), true)
+            let group = groups.group_of(&camera.topic).to_owned();
+            reel_landing::convert_depth(name, camera, group, true)
         })
         .collect::<std::result::Result<_, _>>()?;
     let stats: Vec<CameraStats<'_>> = cameras
@@ -281,8 +241,12 @@ fn process_landing(
         ..summarize(
             &landing,
             &resampled,
-            &cameras,
-            &depths,
+            &(cameras.iter())
+                .map(|c| (&c.stream, c.substituted))
+                .collect::<Vec<_>>(),
+            &(depths.iter())
+                .map(|d| (&d.stream, d.bad_frames))
+                .collect::<Vec<_>>(),
             qc,
             config,
             config_digest,
@@ -291,23 +255,40 @@ fn process_landing(
     let streams: Vec<CameraStream> = cameras.into_iter().map(|c| c.stream).collect();
     let depths = depths.into_iter().map(|d| d.stream).collect();
     let bytes = write_canonical(
-        &landing, &resampled, streams, depths, derived, &summary, windows, config,
+        &landing, groups, &resampled, streams, depths, derived, &summary, windows, config,
     )?;
-    Ok(ProcessedEpisode {
+    Ok(processed(summary, bytes))
+}
+
+/// The rate of a period, Hz (0 for none: a stream of one message has no period).
+fn rate_hz(period_ns: u64) -> f64 {
+    if period_ns > 0 {
+        1e9 / period_ns as f64
+    } else {
+        0.0
+    }
+}
+
+/// The processed episode of a summary and the canonical bytes it describes.
+pub(crate) fn processed(summary: EpisodeSummary, bytes: Vec<u8>) -> ProcessedEpisode {
+    ProcessedEpisode {
         summary: EpisodeSummary {
             bytes: bytes.len() as u64,
             canonical_digest: reel_manifest::object_digest(&bytes),
             ..summary
         },
         bytes,
-    })
+    }
 }
 
-fn summarize(
+/// The summary of an episode whose streams went onto `resampled` (on the grid, or the
+/// one each stream recorded), given its written cameras, each with the grid points that
+/// showed an earlier frame than theirs, and its depth cameras, each with the frames lost.
+pub(crate) fn summarize(
     landing: &Landing,
     resampled: &Resampled,
-    cameras: &[CameraOutput],
-    depths: &[ConvertedDepth],
+    cameras: &[(&CameraStream, u64)],
+    depths: &[(&DepthStream, u64)],
     qc: QcReport,
     config: &PipelineConfig,
     config_digest: String,
@@ -316,48 +297,44 @@ fn summarize(
     let mut first_last: Vec<(u64, u64)> = Vec::new();
     // Spans of the streams samples are made of: cameras, depth, state, action, poses.
     let mut covering: Vec<(u64, u64)> = Vec::new();
-    for ((camera, grid), landing_camera) in cameras
+    for ((&(camera, substituted), grid), landing_camera) in cameras
         .iter()
         .zip(&resampled.cameras)
         .zip(&landing.episode.cameras)
     {
-        let frames = &camera.stream.frames;
+        let frames = &camera.frames;
         if let (Some(a), Some(b)) = (frames.first(), frames.last()) {
             first_last.push((a.log_time, b.log_time));
             covering.push((a.log_time, b.log_time));
         }
         streams.push(StreamStats {
-            topic: camera.stream.topic.clone(),
+            topic: camera.topic.clone(),
             kind: "camera".into(),
-            grid_hz: 1e9 / grid.period_ns as f64,
+            grid_hz: rate_hz(grid.period_ns),
             landing_messages: landing_camera.frames.len() as u64,
             grid_points: grid.grid_points,
             steps: frames.len() as u64,
-            duplicated: grid.duplicated + camera.substituted,
+            duplicated: grid.duplicated + substituted,
             dropped: grid.dropped,
             gaps: grid.gaps.len() as u64,
         });
     }
-    for depth in depths {
-        let frames = &depth.stream.frames;
+    for &(depth, bad_frames) in depths {
+        let frames = &depth.frames;
         if let (Some(a), Some(b)) = (frames.first(), frames.last()) {
             first_last.push((a.log_time, b.log_time));
             covering.push((a.log_time, b.log_time));
         }
         let grid = reel_mcap::StreamGrid::of(frames.iter().map(|f| f.log_time));
         streams.push(StreamStats {
-            topic: depth.stream.topic.clone(),
+            topic: depth.topic.clone(),
             kind: reel_mcap::keys::DEPTH_KIND.into(),
-            grid_hz: if grid.median_period_ns > 0 {
-                1e9 / grid.median_period_ns as f64
-            } else {
-                0.0
-            },
-            landing_messages: frames.len() as u64 + depth.bad_frames,
+            grid_hz: rate_hz(grid.median_period_ns),
+            landing_messages: frames.len() as u64 + bad_frames,
             grid_points: frames.len() as u64,
             steps: frames.len() as u64,
             duplicated: 0,
-            dropped: depth.bad_frames,
+            dropped: bad_frames,
             gaps: 0,
         });
     }
@@ -372,7 +349,7 @@ fn summarize(
         streams.push(StreamStats {
             topic: signal.topic.clone(),
             kind: signal.kind.as_str().into(),
-            grid_hz: 1e9 / signal.period_ns as f64,
+            grid_hz: rate_hz(signal.period_ns),
             landing_messages: landing_signal.samples.len() as u64,
             grid_points: signal.grid_points,
             steps: signal.samples.len() as u64,
@@ -418,12 +395,7 @@ fn summarize(
         covered_start_ns,
         covered_end_ns,
         cameras: cameras.len() as u32,
-        camera_frames: fewest(
-            cameras
-                .iter()
-                .map(|c| c.stream.frames.len() as u32)
-                .collect(),
-        ),
+        camera_frames: fewest(cameras.iter().map(|c| c.0.frames.len() as u32).collect()),
         state_steps: first(steps_of(SignalKind::State)),
         action_steps: first(steps_of(SignalKind::Action)),
         hand_steps: fewest(steps_of(SignalKind::Pose)),
@@ -445,11 +417,14 @@ fn summarize(
 }
 
 /// Writes the canonical MCAP of a processed episode through `reel-mcap`: resampled
-/// cameras (H.264, or kept as recorded) and depth cameras as recorded in the camera group,
-/// chunked by `windows`, resampled and derived signals in the signal group, and the landing `episode` record stamped with provenance and the summary.
+/// cameras (H.264, or kept as recorded) and depth cameras as recorded, chunked by
+/// `windows`, resampled signals, each in its topic's group of `groups`, derived signals in
+/// the signal group, and the landing `episode` record stamped with provenance and the
+/// summary.
 #[allow(clippy::too_many_arguments)]
 pub fn write_canonical(
     landing: &Landing,
+    groups: &TopicGroups,
     resampled: &Resampled,
     cameras: Vec<CameraStream>,
     depths: Vec<DepthStream>,
@@ -458,13 +433,12 @@ pub fn write_canonical(
     windows: CameraWindows,
     config: &PipelineConfig,
 ) -> Result<Vec<u8>> {
-    let group = &config.encode.signal_group;
     let mut signals: Vec<SignalStream> = resampled
         .signals
         .iter()
         .map(|s| SignalStream {
             topic: s.topic.clone(),
-            group: group.clone(),
+            group: groups.group_of(&s.topic).to_owned(),
             kind: s.kind,
             fields: s.fields.clone(),
             source_schema: s.source_schema.clone(),
@@ -478,6 +452,25 @@ pub fn write_canonical(
         .get("episode")
         .cloned()
         .unwrap_or_default();
+    stamp(&mut episode, summary)?;
+    let recorded = groups.recorded_streams(&landing.episode.other);
+    let canonical = CanonicalEpisode {
+        origin_ns: resampled.origin_ns,
+        cameras,
+        depths,
+        signals,
+        recorded,
+        episode,
+    };
+    let write = config.encode.write_config(windows);
+    Ok(reel_mcap::write_episode(&canonical, &write)?)
+}
+
+/// Stamps a canonical `episode` record with the episode's id, provenance and summary.
+pub(crate) fn stamp(
+    episode: &mut BTreeMap<String, String>,
+    summary: &EpisodeSummary,
+) -> Result<()> {
     episode.insert("episode_id".into(), summary.episode_id.clone());
     episode.insert(
         keys::PIPELINE_VERSION.into(),
@@ -491,38 +484,12 @@ pub fn write_canonical(
         keys::CONFIG_DIGEST.into(),
         summary.provenance.config_digest.clone(),
     );
-    episode.insert(
-        keys::SUMMARY.into(),
-        serde_json::to_string(summary).map_err(|source| Error::Json {
-            name: summary.canonical_key.clone(),
-            source,
-        })?,
-    );
-    let recorded = landing
-        .episode
-        .other
-        .iter()
-        .map(|r| RecordedStream {
-            group: reel_mcap::keys::OTHER_GROUP.into(),
-            recorded: r.clone(),
-        })
-        .collect();
-    let canonical = CanonicalEpisode {
-        origin_ns: resampled.origin_ns,
-        cameras,
-        depths,
-        signals,
-        recorded,
-        episode,
-    };
-    let write = WriteConfig {
-        camera_window_ns: windows.window_ns,
-        camera_origin_ns: Some(windows.origin_ns),
-        signal_window_ns: config.encode.signal_window_ns(),
-        compress: config.encode.compress_chunks,
-        ..WriteConfig::default()
-    };
-    Ok(reel_mcap::write_episode(&canonical, &write)?)
+    let text = serde_json::to_string(summary).map_err(|source| Error::Json {
+        name: summary.canonical_key.clone(),
+        source,
+    })?;
+    episode.insert(keys::SUMMARY.into(), text);
+    Ok(())
 }
 
 /// Reads the summary back from a canonical episode's `episode` metadata record.

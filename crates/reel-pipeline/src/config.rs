@@ -4,10 +4,10 @@ use reel_manifest::fnv1a;
 use serde::{Deserialize, Serialize};
 
 use crate::qc::QcConfig;
-use crate::resample::ResampleConfig;
+use crate::resample::{Grid, ResampleConfig};
 use crate::segment::check_segment;
 use crate::{Error, PIPELINE_VERSION, Result};
-use reel_landing::EncodeConfig;
+use reel_landing::{EncodeConfig, PackConfig, TopicConfig};
 
 /// Everything that decides what ingest produces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,6 +21,8 @@ pub struct PipelineConfig {
     pub qc: QcConfig,
     /// Video and chunking.
     pub encode: EncodeConfig,
+    /// Topic rules (skip, group, role, values), `reel-pack`'s own.
+    pub topics: TopicConfig,
 }
 
 impl Default for PipelineConfig {
@@ -30,6 +32,7 @@ impl Default for PipelineConfig {
             resample: ResampleConfig::default(),
             qc: QcConfig::default(),
             encode: EncodeConfig::default(),
+            topics: TopicConfig::default(),
         }
     }
 }
@@ -38,14 +41,49 @@ impl PipelineConfig {
     /// Digest of the settings that shape the outputs (not the version): artifacts made
     /// with other settings are not reused.
     pub fn digest(&self) -> Result<String> {
-        let text =
-            serde_json::to_string(&(&self.resample, &self.qc, &self.encode)).map_err(|source| {
-                Error::Json {
-                    name: "pipeline config".into(),
-                    source,
-                }
-            })?;
+        let shaping = (&self.resample, &self.qc, &self.encode);
+        // Default topic settings are left out, so episodes ingested before topic rules
+        // existed stay current.
+        let text = if self.topics == TopicConfig::default() {
+            serde_json::to_string(&shaping)
+        } else {
+            serde_json::to_string(&(shaping, &self.topics))
+        };
+        let text = text.map_err(|source| Error::Json {
+            name: "pipeline config".into(),
+            source,
+        })?;
         Ok(format!("{:016x}", fnv1a(text.bytes())))
+    }
+
+    /// The as-recorded profile of a `reel-pack` config (`[encode]`, the topic settings
+    /// and `[[topic]]` rules at its top level): streams written at their recorded times.
+    pub fn as_recorded(pack: &PackConfig) -> Self {
+        let mut config = Self {
+            encode: pack.encode.clone(),
+            topics: pack.topic_config(),
+            ..Self::default()
+        };
+        config.resample.grid = Grid::AsRecorded;
+        config
+    }
+
+    /// Parses a `reel-pack` TOML config into the as-recorded profile
+    /// ([`PipelineConfig::as_recorded`]); `name` is used in errors.
+    pub fn from_pack_toml(name: &str, text: &str) -> Result<Self> {
+        let pack = PackConfig::from_toml(name, text)?;
+        Ok(Self::as_recorded(&pack))
+    }
+
+    /// The encoding and topic settings as `reel-pack`'s config holds them.
+    pub fn pack_config(&self) -> PackConfig {
+        PackConfig {
+            encode: self.encode.clone(),
+            other_group: self.topics.other_group.clone(),
+            skip_unknown: self.topics.skip_unknown,
+            skip_bad_frames: self.topics.skip_bad_frames,
+            topics: self.topics.rules.clone(),
+        }
     }
 
     /// Checks every setting.
@@ -55,6 +93,7 @@ impl PipelineConfig {
         self.qc.validate()?;
         self.encode
             .validate("encode")
+            .and_then(|()| self.topics.validate("topics"))
             .map_err(|e| Error::Config(e.to_string()))
     }
 
@@ -69,8 +108,8 @@ impl PipelineConfig {
         }
     }
 
-    /// Parses a JSON config (`pipeline_version` and `resample`, `qc`, `encode` objects,
-    /// each optional); `name` is used in errors.
+    /// Parses a JSON config (`pipeline_version` and `resample`, `qc`, `encode`, `topics`
+    /// objects, each optional); `name` is used in errors.
     pub fn from_json(name: &str, text: &str) -> Result<Self> {
         let config: Self = serde_json::from_str(text).map_err(|source| Error::Json {
             name: name.to_owned(),
@@ -81,7 +120,8 @@ impl PipelineConfig {
     }
 
     /// Parses a TOML config, the same settings as [`PipelineConfig::from_json`]
-    /// (`pipeline_version`, then `[resample]`, `[qc]`, `[encode]` tables, each optional);
+    /// (`pipeline_version`, then `[resample]`, `[qc]`, `[encode]`, `[topics]` tables, each
+    /// optional; rules as `[[topics.topic]]`);
     /// `name` is used in errors.
     pub fn from_toml(name: &str, text: &str) -> Result<Self> {
         let config: Self = toml::from_str(text)
@@ -161,6 +201,49 @@ mod tests {
             !json.contains("structure") && !json.contains("compress"),
             "{json}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn topic_rules_read_alike_in_both_configs() -> Result<()> {
+        let rules = "[[topic]]\nmatch = \"/diagnostics\"\nskip = true\n\
+                     [[topic]]\nmatch = \"/action\"\nrole = \"state\"\n";
+        let pack = PipelineConfig::from_pack_toml(
+            "pack.toml",
+            &format!("skip_unknown = true\n[encode]\ngop = 15\n{rules}"),
+        )?;
+        assert_eq!(pack.resample.grid, Grid::AsRecorded);
+        assert_eq!(pack.encode.gop, 15);
+        let ingest = PipelineConfig::from_toml(
+            "ingest.toml",
+            &format!(
+                "[topics]\nskip_unknown = true\n{}",
+                rules.replace("[[topic]]", "[[topics.topic]]")
+            ),
+        )?;
+        assert_eq!(ingest.topics, pack.topics);
+        assert!(pack.topics.skips("/diagnostics") && !pack.topics.skips("/action"));
+        assert_eq!(pack.pack_config().topic_config(), pack.topics);
+        let bad_role = "[[topics.topic]]\nmatch = \"/a\"\nrole = \"speed\"\n";
+        let error = PipelineConfig::from_toml("ingest.toml", bad_role).expect_err("bad role");
+        assert!(error.to_string().contains("speed"), "{error}");
+        Ok(())
+    }
+
+    #[test]
+    fn default_topics_and_grid_leave_the_digest_as_it_was() -> Result<()> {
+        // Episodes ingested before topic rules and grids existed stay current.
+        let default = PipelineConfig::default();
+        let shaping = (&default.resample, &default.qc, &default.encode);
+        let text = serde_json::to_string(&shaping).map_err(|source| Error::Json {
+            name: "config".into(),
+            source,
+        })?;
+        assert!(!text.contains("grid"), "{text}");
+        assert_eq!(default.digest()?, format!("{:016x}", fnv1a(text.bytes())));
+        let mut skipping = default.clone();
+        skipping.topics.skip_unknown = true;
+        assert_ne!(skipping.digest()?, default.digest()?);
         Ok(())
     }
 

@@ -101,8 +101,7 @@ pub struct Landing {
 /// metadata has no `episode_id`. Topics Reel does not read are kept as recorded
 /// ([`LandingEpisode::other`]); an episode without any camera or numeric stream is an error.
 pub fn decode_landing(name: &str, fallback_id: &str, bytes: &[u8]) -> Result<Landing> {
-    let episode = reel_landing::read_landing(name, bytes, &|_| false)?;
-    landing_of(name, fallback_id, episode, bytes.len() as u64)
+    decode_landing_skipping(name, fallback_id, bytes, &|_| false)
 }
 
 /// [`decode_landing`] for a recording already fetched: an MCAP or a rosbag2 recording.
@@ -111,7 +110,28 @@ pub fn decode_recording(
     fallback_id: &str,
     files: &reel_landing::LandingFiles,
 ) -> Result<Landing> {
-    let episode = files.read(&|_| false)?;
+    decode_recording_skipping(name, fallback_id, files, &|_| false)
+}
+
+/// [`decode_landing`], leaving out the topics `skip` names (a topic rule's `skip`).
+pub(crate) fn decode_landing_skipping(
+    name: &str,
+    fallback_id: &str,
+    bytes: &[u8],
+    skip: &dyn Fn(&str) -> bool,
+) -> Result<Landing> {
+    let episode = reel_landing::read_landing(name, bytes, skip)?;
+    landing_of(name, fallback_id, episode, bytes.len() as u64)
+}
+
+/// [`decode_recording`], leaving out the topics `skip` names (a topic rule's `skip`).
+pub(crate) fn decode_recording_skipping(
+    name: &str,
+    fallback_id: &str,
+    files: &reel_landing::LandingFiles,
+    skip: &dyn Fn(&str) -> bool,
+) -> Result<Landing> {
+    let episode = files.read(skip)?;
     landing_of(name, fallback_id, episode, files.len())
 }
 

@@ -17,7 +17,10 @@
 //! 6. [`encode_warehouse`]: one warehouse row per episode (Parquet via arrow-rs).
 //! 7. [`Enricher`]s label canonical episodes (built in: [`MotionSegments`]).
 //!
-//! [`process_episode`] runs steps 1–5 for one episode in memory. The DAG engine
+//! [`process_episode`] runs steps 1–5 for one episode in memory. The config's topic rules
+//! ([`TopicConfig`]) apply as the landing episode is read; with `resample.grid =
+//! "as_recorded"` ([`Grid::AsRecorded`]) every stream is written at its recorded times
+//! instead of on the grid, the profile `reel-pack` runs through [`pack`]. The DAG engine
 //! ([`Pipeline`]) runs the steps a [`Profile`] selects over a [`BatchSpec`] — one episode
 //! for a collection trigger or a bin-packed batch of a [`Plan`] — and records each step's
 //! completion per batch through opendal, so a killed run resumes where it stopped and many
@@ -37,6 +40,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod as_recorded;
 mod camera;
 mod canonical;
 mod config;
@@ -46,6 +50,7 @@ mod enrich;
 mod episode;
 mod index;
 mod plan;
+mod process;
 mod qc;
 mod resample;
 mod segment;
@@ -53,11 +58,9 @@ mod state;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 
+pub use as_recorded::pack;
 pub use camera::{CameraOutput, FrameStat, encode_camera};
-pub use canonical::{
-    EpisodeSummary, ProcessedEpisode, Provenance, StreamStats, process_episode, process_recording,
-    write_canonical,
-};
+pub use canonical::{EpisodeSummary, ProcessedEpisode, Provenance, StreamStats, write_canonical};
 pub use config::PipelineConfig;
 pub use derive::{ACCELERATION_TOPIC, VELOCITY_TOPIC, derive_signals};
 pub use engine::{
@@ -70,10 +73,13 @@ pub use index::{encode_warehouse, row_of};
 pub use plan::{
     BatchTarget, Plan, PlanBatch, PlanEpisode, bin_pack, list_landing, make_plan, start_jitter,
 };
+pub use process::{process_episode, process_recording};
 pub use qc::{CameraStats, CheckKind, Finding, QcConfig, QcMetrics, QcReport, quality_check};
 pub use reel_io::{ErrorKind, Kinded};
-pub use reel_landing::EncodeConfig;
-pub use resample::{CameraGrid, GridSignal, ResampleConfig, Resampled, resample};
+pub use reel_landing::{EncodeConfig, PackConfig, PackReport, TopicConfig, TopicRule};
+pub use resample::{
+    CameraGrid, Grid, GridSignal, ResampleConfig, Resampled, recorded_grid, resample,
+};
 pub use state::{Claim, CommitRecord, Quarantine, StateStore};
 
 /// Version of the ingest pipeline stamped on every output (provenance).

@@ -29,6 +29,30 @@ pub struct ResampleConfig {
     /// A silence longer than this many landing periods (the stream's median interval) is
     /// a gap: not interpolated across, and flagged by the quality checks.
     pub max_gap_periods: f64,
+    /// Where streams are written: on the grid (`resampled`, the default), or at their
+    /// recorded times (`as_recorded`, what `reel-pack` writes). Left out of the settings
+    /// digest while `resampled`.
+    #[serde(skip_serializing_if = "Grid::is_resampled")]
+    pub grid: Grid,
+}
+
+/// Where the streams of a canonical episode are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grid {
+    /// On one time grid per episode: numeric streams interpolated, cameras
+    /// nearest-previous, derived signals added.
+    #[default]
+    Resampled,
+    /// Every message at its recorded times, as `reel-pack` writes it: no interpolation,
+    /// no derived signals.
+    AsRecorded,
+}
+
+impl Grid {
+    fn is_resampled(&self) -> bool {
+        *self == Self::Resampled
+    }
 }
 
 impl Default for ResampleConfig {
@@ -41,6 +65,7 @@ impl Default for ResampleConfig {
             signal_hz: 50.0,
             // Jitter of ±10 % plus two lost messages in a row stays below 3.5 periods.
             max_gap_periods: 3.5,
+            grid: Grid::Resampled,
         }
     }
 }
@@ -201,6 +226,54 @@ pub fn resample(episode: &LandingEpisode, config: &ResampleConfig) -> Resampled 
         .collect();
     Resampled {
         origin_ns: origin,
+        signals,
+        cameras,
+    }
+}
+
+/// Every stream of `episode` on the grid of its own recorded times, for the summary of an
+/// episode written as recorded ([`Grid::AsRecorded`]): each sample and frame kept, with
+/// the stream's median period (0 for a stream of one message) and its gaps.
+pub fn recorded_grid(episode: &LandingEpisode, config: &ResampleConfig) -> Resampled {
+    let signals = episode
+        .signals
+        .iter()
+        .map(|s| {
+            let times: Vec<u64> = s.samples.iter().map(|x| x.log_time).collect();
+            let median = median_period(times.iter().copied());
+            let finite = |x: &&Sample| x.values.iter().all(|v| v.is_finite());
+            GridSignal {
+                topic: s.topic.clone(),
+                kind: s.kind,
+                fields: s.fields.clone(),
+                source_schema: s.schema.clone(),
+                period_ns: median,
+                samples: s.samples.clone(),
+                grid_points: times.len() as u64,
+                invalid_samples: (times.len() - s.samples.iter().filter(finite).count()) as u64,
+                gaps: gaps_of(&times, gap_bound(median, config)),
+            }
+        })
+        .collect();
+    let cameras = episode
+        .cameras
+        .iter()
+        .map(|c| {
+            let times: Vec<u64> = c.frames.iter().map(|f| f.log_time).collect();
+            let median = median_period(times.iter().copied());
+            CameraGrid {
+                topic: c.topic.clone(),
+                period_ns: median,
+                picks: times.iter().copied().zip(0..).collect(),
+                grid_points: times.len() as u64,
+                duplicated: 0,
+                dropped: 0,
+                gaps: gaps_of(&times, gap_bound(median, config)),
+            }
+        })
+        .collect();
+    Resampled {
+        origin_ns: episode_origin(episode),
         signals,
         cameras,
     }

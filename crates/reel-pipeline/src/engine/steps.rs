@@ -8,12 +8,13 @@ use rayon::prelude::*;
 use reel_io::ByteSource;
 use reel_mcap::EpisodeReader;
 
-use crate::canonical::{EpisodeSummary, process_recording, summary_of_metadata};
+use crate::canonical::{EpisodeSummary, summary_of_metadata};
 use crate::engine::dag::{BatchSpec, RunOptions, Step, stem_of};
 use crate::engine::report::{EpisodeStatus, Event};
 use crate::engine::run::{Pipeline, Sink, StepWork};
 use crate::enrich::{Enricher, LabelSet};
 use crate::index::{encode_warehouse, row_of};
+use crate::process::process_recording;
 use crate::state::{Claim, CommitRecord, Quarantine, StateStore};
 use crate::{Error, ErrorKind, Kinded, Result, now_ns};
 
