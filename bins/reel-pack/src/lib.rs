@@ -3,7 +3,8 @@
 //!
 //! Inputs and outputs are local paths or S3 URIs. One JSON line per input on stdout (the
 //! pack report, or `{"input", "error"}`); progress on stderr. Exits non-zero if any input
-//! failed. The `reel-pack` binary and `reel pack` both run [`run`].
+//! failed. The `reel-pack` binary and `reel pack` both run [`run`]: the pipeline's
+//! as-recorded profile (`reel_pipeline::pack`), every topic written at its recorded times.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -13,7 +14,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use rayon::prelude::*;
 use reel_io::StoreOptions;
-use reel_landing::PackConfig;
+use reel_pipeline::PipelineConfig;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -93,8 +94,8 @@ fn output_for(args: &Args, input: &str) -> String {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     reel_video::quiet_ffmpeg_logs();
     let mut config = match &args.config {
-        Some(path) => PackConfig::from_toml(path, &reel_cli::read_text_input(path)?)?,
-        None => PackConfig::default(),
+        Some(path) => PipelineConfig::from_pack_toml(path, &reel_cli::read_text_input(path)?)?,
+        None => PipelineConfig::as_recorded(&Default::default()),
     };
     if let Some(name) = &args.encoding {
         config.encode = config
@@ -119,8 +120,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(_) => config.encode.structure = reel_landing::EncodeStructure::Chain,
         None => {}
     }
-    config.skip_unknown |= args.skip_unknown;
-    config.skip_bad_frames |= args.skip_bad_frames;
+    config.topics.skip_unknown |= args.skip_unknown;
+    config.topics.skip_bad_frames |= args.skip_bad_frames;
     if args.inputs.len() > 1 && names_mcap_file(&args.output) {
         bail!("several inputs need an output folder, not {}", args.output);
     }
@@ -154,7 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     pool.install(|| {
         inputs.par_iter().for_each(|input| {
             let output = output_for(&args, input);
-            let line = match reel_landing::pack(input, &output, &config, &options) {
+            let line = match reel_pipeline::pack(input, &output, &config, &options) {
                 Ok(report) => serde_json::to_string(&report).unwrap_or_default(),
                 Err(e) => {
                     *failures.lock().unwrap_or_else(|p| p.into_inner()) += 1;
