@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use reel_manifest::{Manifest, ManifestMeta, ManifestWriter};
-use reel_pipeline::{PipelineConfig, process_episode};
-use reel_synth::{SynthConfig, generate_episode};
+use reel_pipeline::test_support::SynthCorpus;
+use reel_synth::SynthConfig;
 
 use crate::{Loader, LoaderOptions, SampleSpec, Sources};
 
@@ -33,7 +33,6 @@ pub(crate) struct Fixture {
 /// `episodes` episodes of `seconds` each, stored under `canonical/` and listed in order.
 pub(crate) fn fixture(episodes: u64, seconds: f64) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join("canonical")).expect("mkdir");
     let spec = SampleSpec::from_toml_str(SPEC).expect("spec");
     let synth = SynthConfig {
         seed: 11,
@@ -45,21 +44,10 @@ pub(crate) fn fixture(episodes: u64, seconds: f64) -> Fixture {
     };
     let manifest = dir.path().join("manifest.arrow");
     let meta = ManifestMeta::new("SELECT * FROM episodes", "test", spec.sampling_rule());
-    let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
-    for i in 0..episodes {
-        let landing = generate_episode(&synth, i).expect("synth");
-        let episode = process_episode(
-            &landing.name,
-            &landing.name,
-            &landing.mcap,
-            &PipelineConfig::default(),
-        )
-        .expect("ingests");
-        let s = &episode.summary;
-        std::fs::write(dir.path().join(&s.canonical_key), &episode.bytes).expect("writes");
-        writer.push(&s.manifest_row()).expect("row");
-    }
-    writer.finish().expect("finishes");
+    SynthCorpus::ingest(&synth, episodes, dir.path())
+        .expect("ingests")
+        .write_manifest(&manifest, &meta)
+        .expect("manifest");
     Fixture {
         dir,
         manifest,

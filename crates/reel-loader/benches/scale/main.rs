@@ -23,8 +23,8 @@ use reel_loader::{
     Shuffle, Sources,
 };
 use reel_manifest::{Manifest, ManifestMeta, ManifestNumbers, ManifestWriter};
-use reel_pipeline::{PipelineConfig, process_episode};
-use reel_synth::{SynthConfig, generate_episode};
+use reel_pipeline::test_support::SynthCorpus;
+use reel_synth::SynthConfig;
 
 use reel_io::test_support::bench::arg;
 
@@ -61,7 +61,6 @@ fn main() -> Result<(), Error> {
     let kept = arg(&args, "--dir").map(PathBuf::from);
     let temp = tempfile::tempdir()?;
     let dir = kept.as_deref().unwrap_or(temp.path());
-    std::fs::create_dir_all(dir.join("canonical"))?;
     reel_video::quiet_ffmpeg_logs();
     let spec = SampleSpec::from_toml_str(SPEC)?;
     let episodes = ingest_episodes(dir, 2)?;
@@ -137,19 +136,12 @@ fn ingest_episodes(dir: &Path, n: u64) -> Result<Vec<Episode>, Error> {
         height: 48,
         ..SynthConfig::default()
     };
-    (0..n)
-        .map(|i| {
-            let episode = generate_episode(&synth, i)?;
-            let processed = process_episode(
-                &episode.name,
-                &episode.name,
-                &episode.mcap,
-                &PipelineConfig::default(),
-            )?;
-            let s = &processed.summary;
-            std::fs::write(dir.join(&s.canonical_key), &processed.bytes)?;
+    let corpus = SynthCorpus::ingest(&synth, n, dir)?;
+    Ok(corpus
+        .summaries()
+        .map(|s| {
             let row = s.manifest_row();
-            Ok(Episode {
+            Episode {
                 uri: row.uri.to_owned(),
                 start_ns: row.start_ns,
                 end_ns: row.end_ns,
@@ -157,9 +149,9 @@ fn ingest_episodes(dir: &Path, n: u64) -> Result<Vec<Episode>, Error> {
                 camera_frames: row.camera_frames,
                 state_steps: row.state_steps,
                 action_steps: row.action_steps,
-            })
+            }
         })
-        .collect()
+        .collect())
 }
 
 /// `n` rows, row `i` pointing at episode `i % episodes.len()`, curated with the spec's rule.

@@ -16,6 +16,7 @@ use reel_loader::{
 };
 use reel_manifest::{Manifest, ManifestMeta, ManifestWriter, SamplingRule};
 use reel_mcap::EpisodeReader;
+use reel_pipeline::test_support::SynthCorpus;
 use reel_pipeline::{PipelineConfig, decode_landing, process_episode};
 use reel_synth::{SynthConfig, generate_episode};
 use reel_video::{H264Decoder, ImageDecoder, ImageFormat, RgbConversion, RgbImage};
@@ -72,26 +73,15 @@ fn fixture(episodes: u64, seconds: f64, rule: SamplingRule) -> Fixture {
 
 fn fixture_of(synth: SynthConfig, episodes: u64, rule: SamplingRule) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join("canonical")).expect("mkdir");
     let manifest = dir.path().join("manifest.arrow");
     let meta = ManifestMeta::new("SELECT * FROM episodes", "test", rule);
-    let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
-    let mut landing = BTreeMap::new();
-    for i in 0..episodes {
-        let episode = generate_episode(&synth, i).expect("synth");
-        let processed = process_episode(
-            &episode.name,
-            &episode.name,
-            &episode.mcap,
-            &PipelineConfig::default(),
-        )
-        .expect("ingests");
-        let s = &processed.summary;
-        std::fs::write(dir.path().join(&s.canonical_key), &processed.bytes).expect("writes");
-        writer.push(&s.manifest_row()).expect("row");
-        landing.insert(s.canonical_key.clone(), episode.mcap);
-    }
-    writer.finish().expect("finishes");
+    let corpus = SynthCorpus::ingest(&synth, episodes, dir.path()).expect("ingests");
+    corpus.write_manifest(&manifest, &meta).expect("manifest");
+    let landing = corpus
+        .episodes
+        .into_iter()
+        .map(|e| (e.summary.canonical_key, e.landing.mcap))
+        .collect();
     Fixture {
         dir,
         manifest,
