@@ -8,9 +8,9 @@ use arrow_ipc::reader::StreamReader;
 use reel_loader::{
     ArrowStreamWriter, Loader, LoaderOptions, LoaderState, SampleSpec, Shuffle, Sources,
 };
-use reel_manifest::{Manifest, ManifestMeta, ManifestWriter};
-use reel_pipeline::{PipelineConfig, process_episode};
-use reel_synth::{SynthConfig, generate_episode};
+use reel_manifest::{Manifest, ManifestMeta};
+use reel_pipeline::test_support::SynthCorpus;
+use reel_synth::SynthConfig;
 
 const SPEC: &str = r#"
 anchor_hz = 10.0
@@ -37,7 +37,6 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join("canonical")).expect("mkdir");
     let spec_path = dir.path().join("spec.toml");
     std::fs::write(&spec_path, SPEC).expect("writes spec");
     let spec = SampleSpec::from_toml_str(SPEC).expect("spec");
@@ -49,21 +48,12 @@ fn fixture() -> Fixture {
         height: 48,
         ..SynthConfig::default()
     };
-    let landing = generate_episode(&synth, 0).expect("synth");
-    let episode = process_episode(
-        &landing.name,
-        &landing.name,
-        &landing.mcap,
-        &PipelineConfig::default(),
-    )
-    .expect("ingests");
-    let s = &episode.summary;
-    std::fs::write(dir.path().join(&s.canonical_key), &episode.bytes).expect("writes");
     let manifest = dir.path().join("manifest.arrow");
     let meta = ManifestMeta::new("SELECT * FROM episodes", "test", spec.sampling_rule());
-    let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
-    writer.push(&s.manifest_row()).expect("row");
-    writer.finish().expect("finishes");
+    SynthCorpus::ingest(&synth, 1, dir.path())
+        .expect("ingests")
+        .write_manifest(&manifest, &meta)
+        .expect("manifest");
     Fixture {
         dir,
         manifest,
