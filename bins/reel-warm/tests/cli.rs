@@ -11,6 +11,7 @@ use reel_cache::{BlockCache, CacheConfig};
 use reel_io::test_support::S3Server;
 use reel_io::{ByteSource, Store};
 use reel_manifest::{ManifestMeta, ManifestRow, SamplingRule, write_manifest};
+use reel_pipeline::test_support::SynthCorpus;
 
 fn pattern(n: usize, seed: u32) -> Vec<u8> {
     (0..n as u32)
@@ -252,30 +253,15 @@ fn with_a_spec_warms_only_what_the_loader_reads() {
         height: 240,
         ..reel_synth::SynthConfig::default()
     };
-    let episode = reel_synth::generate_episode(&synth, 0).unwrap();
-    let processed = reel_pipeline::process_episode(
-        &episode.name,
-        &episode.name,
-        &episode.mcap,
-        &reel_pipeline::PipelineConfig::default(),
-    )
-    .unwrap();
-    let s = &processed.summary;
-    store
-        .write_atomic(&s.canonical_key, processed.bytes.clone())
-        .unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let corpus = SynthCorpus::ingest(&synth, 1, dir.path()).unwrap();
+    let key = &corpus.keys()[0];
+    store
+        .write_atomic(key, std::fs::read(dir.path().join(key)).unwrap())
+        .unwrap();
     let manifest = dir.path().join("train.arrow");
-    let row = ManifestRow {
-        episode_id: &s.episode_id,
-        uri: &s.canonical_key,
-        start_ns: s.start_ns as i64,
-        end_ns: s.end_ns as i64,
-        bytes: processed.bytes.len() as u64,
-        ..Default::default()
-    };
     let meta = ManifestMeta::new("q", "snap", SamplingRule::at_hz(10.0, 1.0, 1.0));
-    write_manifest(&manifest, &[row], &meta).unwrap();
+    corpus.write_manifest(&manifest, &meta).unwrap();
     store
         .write_atomic("runs/train.arrow", std::fs::read(&manifest).unwrap())
         .unwrap();
@@ -304,7 +290,7 @@ fn with_a_spec_warms_only_what_the_loader_reads() {
         .unwrap();
     let line = json_line(&out);
     let fetched = line["report"]["fetched_bytes"].as_u64().unwrap();
-    let total = processed.bytes.len() as u64;
+    let total = corpus.episodes[0].summary.bytes;
     assert!(fetched > 0, "{line}");
     assert!(
         fetched < total,
