@@ -11,9 +11,10 @@ use reel_cache::{BlockCache, CacheConfig, WarmItem, WarmOptions};
 use reel_curate::{CompactionState, Warehouse, compact, curate_to_manifest};
 use reel_io::Store;
 use reel_loader::SampleSpec;
-use reel_pipeline::{PipelineConfig, encode_warehouse, process_episode};
+use reel_pipeline::encode_warehouse;
+use reel_pipeline::test_support::SynthCorpus;
 use reel_resilience::supervise::{Outcome, SuperviseConfig, supervise};
-use reel_synth::{SynthConfig, generate_episode};
+use reel_synth::SynthConfig;
 
 const TRAINER: &str = env!("CARGO_BIN_EXE_train-policy");
 
@@ -30,7 +31,6 @@ fn summary(path: &Path) -> serde_json::Value {
 fn the_chain_trains_and_a_crashed_run_resumes_exactly() {
     let work = tempfile::tempdir().expect("tempdir");
     let root = work.path().join("store");
-    std::fs::create_dir_all(root.join("canonical")).expect("mkdir");
     std::fs::create_dir_all(root.join("episodes")).expect("mkdir");
 
     // Synth + ingest.
@@ -42,19 +42,8 @@ fn the_chain_trains_and_a_crashed_run_resumes_exactly() {
         height: 48,
         ..SynthConfig::default()
     };
-    let mut summaries = Vec::new();
-    for i in 0..5 {
-        let landing = generate_episode(&synth, i).expect("synth");
-        let episode = process_episode(
-            &landing.name,
-            &landing.name,
-            &landing.mcap,
-            &PipelineConfig::default(),
-        )
-        .expect("ingests");
-        std::fs::write(root.join(&episode.summary.canonical_key), &episode.bytes).expect("writes");
-        summaries.push(episode.summary);
-    }
+    let corpus = SynthCorpus::ingest(&synth, 5, &root).expect("ingests");
+    let summaries: Vec<_> = corpus.summaries().cloned().collect();
     let parquet =
         encode_warehouse("episodes", &summaries, 1_700_000_000_000_000_000).expect("rows");
     std::fs::write(root.join("episodes/part-00000.parquet"), parquet).expect("writes");
