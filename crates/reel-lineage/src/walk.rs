@@ -277,8 +277,9 @@ fn is_missing(e: &reel_io::Error) -> bool {
 mod tests {
     use reel_loader::{Loader, LoaderOptions, LoaderState, MixtureSource, SampleSpec, Sources};
     use reel_manifest::{ManifestMeta, ManifestWriter};
-    use reel_pipeline::{PipelineConfig, process_episode};
-    use reel_synth::{SynthConfig, generate_episode};
+    use reel_pipeline::PipelineConfig;
+    use reel_pipeline::test_support::SynthCorpus;
+    use reel_synth::SynthConfig;
 
     use super::*;
 
@@ -296,7 +297,6 @@ hz = 50.0
     /// loader's state over that manifest. Returns (store dir, manifest path, checkpoint
     /// root, the episodes' canonical keys and landing digests).
     fn fixture(dir: &Path) -> (std::path::PathBuf, Vec<(String, u64)>) {
-        std::fs::create_dir_all(dir.join("canonical")).expect("mkdir");
         let spec = SampleSpec::from_toml_str(SPEC).expect("spec");
         let manifest = dir.join("train.arrow");
         let meta = ManifestMeta::new(
@@ -304,7 +304,6 @@ hz = 50.0
             "wh-1+db-0/16B6C50",
             spec.sampling_rule(),
         );
-        let mut writer = ManifestWriter::create(&manifest, &meta).expect("manifest");
         let synth = SynthConfig {
             seed: 2,
             seconds: 2.0,
@@ -313,23 +312,14 @@ hz = 50.0
             height: 24,
             ..SynthConfig::default()
         };
+        let corpus = SynthCorpus::ingest(&synth, 2, dir).expect("ingests");
+        corpus.write_manifest(&manifest, &meta).expect("manifest");
         let mut episodes = Vec::new();
-        for i in 0..2 {
-            let landing = generate_episode(&synth, i).expect("synth");
-            let done = process_episode(
-                &landing.name,
-                &landing.name,
-                &landing.mcap,
-                &PipelineConfig::default(),
-            )
-            .expect("ingests");
-            let s = &done.summary;
-            std::fs::write(dir.join(&s.canonical_key), &done.bytes).expect("writes");
-            writer.push(&s.manifest_row()).expect("row");
-            assert_eq!(s.landing_digest, object_digest(&landing.mcap));
+        for e in &corpus.episodes {
+            let s = &e.summary;
+            assert_eq!(s.landing_digest, object_digest(&e.landing.mcap));
             episodes.push((s.canonical_key.clone(), s.landing_digest));
         }
-        writer.finish().expect("finishes");
         let store = Store::open(dir.to_str().expect("utf-8")).expect("store");
         let loader = Loader::mixture(
             vec![MixtureSource {

@@ -3,6 +3,7 @@
 use std::process::Command;
 
 use reel_landing::{PackConfig, pack_episode};
+use reel_pipeline::test_support::SynthCorpus;
 use reel_synth::{SynthConfig, generate_episode};
 
 use crate::json_lines;
@@ -74,7 +75,6 @@ fn reports_groups_chunks_and_gops() {
 #[test]
 fn lineage_follows_a_manifest_to_its_episodes_and_names_what_changed() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("canonical")).unwrap();
     let config = SynthConfig {
         seconds: 2.0,
         cameras: 1,
@@ -85,22 +85,9 @@ fn lineage_follows_a_manifest_to_its_episodes_and_names_what_changed() {
     let rule = reel_manifest::SamplingRule::at_hz(10.0, 0.0, 0.0);
     let manifest = dir.path().join("train.arrow");
     let meta = reel_manifest::ManifestMeta::new("SELECT * FROM episodes", "wh-1", rule);
-    let mut writer = reel_manifest::ManifestWriter::create(&manifest, &meta).unwrap();
-    let mut keys = Vec::new();
-    for i in 0..2 {
-        let landing = generate_episode(&config, i).unwrap();
-        let done = reel_pipeline::process_episode(
-            &landing.name,
-            &landing.name,
-            &landing.mcap,
-            &reel_pipeline::PipelineConfig::default(),
-        )
-        .unwrap();
-        std::fs::write(dir.path().join(&done.summary.canonical_key), &done.bytes).unwrap();
-        writer.push(&done.summary.manifest_row()).unwrap();
-        keys.push(done.summary.canonical_key.clone());
-    }
-    writer.finish().unwrap();
+    let corpus = SynthCorpus::ingest(&config, 2, dir.path()).unwrap();
+    corpus.write_manifest(&manifest, &meta).unwrap();
+    let keys = corpus.keys();
     let lineage = |json: bool| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_reel-inspect"));
         command.arg("lineage").arg(&manifest);
