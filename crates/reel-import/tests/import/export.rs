@@ -12,8 +12,9 @@ use reel_import::{config_for, default_config, import};
 use reel_io::{MmapSource, Store};
 use reel_manifest::{Manifest, ManifestMeta, ManifestRow, SamplingRule, write_manifest};
 use reel_mcap::EpisodeReader;
-use reel_pipeline::{PipelineConfig, RunOptions, process_episode};
-use reel_synth::{SynthConfig, generate_episode};
+use reel_pipeline::RunOptions;
+use reel_pipeline::test_support::SynthCorpus;
+use reel_synth::SynthConfig;
 use reel_video::Mp4Encoding;
 
 fn testdata(path: &str) -> PathBuf {
@@ -168,19 +169,11 @@ fn robot_recordings_export_at_lerobots_defaults_and_a_damaged_row_is_left_out() 
         height: 96,
         ..SynthConfig::default()
     };
-    let mut ids = Vec::new();
-    for i in 0..2 {
-        let landing = generate_episode(&synth, i).unwrap();
-        let episode = process_episode(
-            &landing.name,
-            &landing.name,
-            &landing.mcap,
-            &PipelineConfig::default(),
-        )
-        .unwrap();
-        std::fs::write(root.join(&episode.summary.canonical_key), &episode.bytes).unwrap();
-        ids.push(episode.summary.episode_id.clone());
-    }
+    let ids: Vec<String> = SynthCorpus::ingest(&synth, 2, &root)
+        .unwrap()
+        .summaries()
+        .map(|s| s.episode_id.clone())
+        .collect();
     let mut manifest_ids = ids.clone();
     manifest_ids.insert(1, "damaged".to_owned());
     let good = std::fs::read(root.join(format!("canonical/{}.mcap", ids[0]))).unwrap();
