@@ -48,8 +48,12 @@ lerobot_py=$REEL_CACHE/venv-lerobot/bin/python
 reel_py=$REEL_CACHE/venv/bin/python
 mkdir -p "$out"
 
-# The CLIs it runs, and the loader benchmark when it times loading.
-cargo build --release --quiet -p reel-ingest-cli -p reel-curate-cli
+# The CLIs it runs (built as the main job builds them: the same packages unify the same
+# features, so neither build recompiles Polars after the other), and the loader benchmark
+# when it times loading.
+cargo build --release --quiet -p reel-synth-cli -p reel-plan-cli -p reel-ingest-cli -p reel-inspect-cli \
+  -p reel-curate-cli -p reel-warm-cli -p reel-load-cli -p reel-preflight-cli -p reel-supervise-cli \
+  -p reel-train-policy -p reel-cdc-cli
 bin=$CARGO_TARGET_DIR/release
 if [ "$loading" = 1 ]; then
   loader=$(cargo bench -p reel-loader --bench loader --no-run --message-format json 2>/dev/null \
