@@ -1,10 +1,9 @@
 //! Errors of the loader.
 
+use std::fmt;
 use std::path::PathBuf;
 
 use reel_io::Kinded;
-
-use crate::warm::WarmStep;
 
 /// What can go wrong building a loader or a batch.
 #[derive(Debug, thiserror::Error)]
@@ -174,5 +173,39 @@ mod tests {
             reason: "boom".into(),
         };
         assert_eq!(lost.kind(), ErrorKind::Environment);
+    }
+}
+
+/// Where warming failed, naming the manifest, store or cache concerned (store URIs
+/// without their credentials).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WarmStep {
+    /// Opening (or fetching to the node) this manifest.
+    OpenManifest(String),
+    /// Opening this store.
+    OpenStore(String),
+    /// Listing what this manifest's loader reads.
+    FindWorkingSet(String),
+    /// Opening the cache whose first folder is this one.
+    OpenCache(PathBuf),
+    /// Planning this manifest's warm: the set may not fit.
+    Plan(String),
+    /// Fetching this manifest's working set.
+    Fetch(String),
+}
+
+impl fmt::Display for WarmStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::OpenManifest(manifest) => write!(f, "opening manifest {manifest}"),
+            Self::OpenStore(store) => write!(f, "opening store {store}"),
+            Self::FindWorkingSet(manifest) => {
+                write!(f, "finding the working set of {manifest}")
+            }
+            Self::OpenCache(dir) => write!(f, "opening the cache in {}", dir.display()),
+            Self::Plan(manifest) => write!(f, "planning the warm of {manifest}"),
+            Self::Fetch(manifest) => write!(f, "warming {manifest}"),
+        }
     }
 }

@@ -104,7 +104,7 @@ mod working_set;
 pub use arrow::{ArrowExportError, ArrowStreamWriter, SHAPE_KEY, to_record_batch};
 pub use batch::{Batch, DType, Skipped, Tensor, TensorData};
 pub use epochs::Epochs;
-pub use error::{LoaderError, Result};
+pub use error::{LoaderError, Result, WarmStep};
 pub use host::{Element, HostBuf, HostMemory};
 pub use loader::{Batches, EpochSize, LoadStats, Loader};
 pub use mixture::{MixtureEntry, MixtureSource};
@@ -120,5 +120,5 @@ pub use spec::{
     SampleSpec,
 };
 pub use state::{LOADER_CHECKPOINT_FILE, ResumeCheck, RunIdentity, SavedState};
-pub use warm::{PinChoice, PreparedWarm, WarmOutcome, WarmRequest, WarmStep};
+pub use warm::{PinChoice, PreparedWarm, WarmOutcome, WarmRequest};
 pub use working_set::{whole_episodes, working_set};

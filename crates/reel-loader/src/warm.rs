@@ -2,7 +2,6 @@
 //! workflow behind `reel-warm` and `reel.warm`, so that both plan, pin, fetch and report
 //! alike. The cache knows nothing of manifests; this is where the two meet.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use reel_cache::{
@@ -10,7 +9,7 @@ use reel_cache::{
 };
 use reel_io::Store;
 
-use crate::error::{LoaderError, Result};
+use crate::error::{LoaderError, Result, WarmStep};
 use crate::spec::SampleSpec;
 use crate::working_set::{whole_episodes, working_set};
 
@@ -88,40 +87,6 @@ impl WarmRequest {
         config.block_size = self.block_size;
         config.max_concurrent_fetches = self.concurrency();
         Ok(config)
-    }
-}
-
-/// Where warming failed, naming the manifest, store or cache concerned (store URIs
-/// without their credentials).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WarmStep {
-    /// Opening (or fetching to the node) this manifest.
-    OpenManifest(String),
-    /// Opening this store.
-    OpenStore(String),
-    /// Listing what this manifest's loader reads.
-    FindWorkingSet(String),
-    /// Opening the cache whose first folder is this one.
-    OpenCache(PathBuf),
-    /// Planning this manifest's warm: the set may not fit.
-    Plan(String),
-    /// Fetching this manifest's working set.
-    Fetch(String),
-}
-
-impl fmt::Display for WarmStep {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::OpenManifest(manifest) => write!(f, "opening manifest {manifest}"),
-            Self::OpenStore(store) => write!(f, "opening store {store}"),
-            Self::FindWorkingSet(manifest) => {
-                write!(f, "finding the working set of {manifest}")
-            }
-            Self::OpenCache(dir) => write!(f, "opening the cache in {}", dir.display()),
-            Self::Plan(manifest) => write!(f, "planning the warm of {manifest}"),
-            Self::Fetch(manifest) => write!(f, "warming {manifest}"),
-        }
     }
 }
 
