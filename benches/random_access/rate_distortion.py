@@ -66,16 +66,20 @@ def main() -> int:
             print(f"| Reel {name} | — | {r['bytes_per_camera_second'] / 1e3:.1f} | {r['psnr_db']:.2f} |")
 
     # Each family's bytes at the PSNR of each of LeRobot's GOP-2 datasets at its CRF 30
-    # default, as a multiple of LeRobot's own bytes there.
+    # default, and of Reel's random-access encoding, as a multiple of that dataset's bytes.
     references = [
         (n, r) for n, r in named.items() if (m := LEROBOT.match(n)) and m["gop"] == "2" and m["crf"] == "30"
     ]
+    if "random-access" in named:
+        references.append(("Reel random-access", named["random-access"]))
+    # Families of one point (a single dataset) have no curve to read off.
+    columns = [f for f in sorted(curves) if len(curves[f]) > 1]
     print()
-    print("| at the PSNR of | dB | " + " | ".join(sorted(curves)) + " |")
-    print("|---|---|" + "---|" * len(curves))
-    for name, ref in sorted(references):
+    print("| at the PSNR of | dB | " + " | ".join(columns) + " |")
+    print("|---|---|" + "---|" * len(columns))
+    for name, ref in references:
         cells = []
-        for family in sorted(curves):
+        for family in columns:
             b = bytes_at(curves[family], ref["psnr_db"])
             cells.append("—" if b is None else f"{b / 1e3:.1f} KB ({b / ref['bytes_per_camera_second']:.2f}×)")
         print(f"| {name} | {ref['psnr_db']:.2f} | " + " | ".join(cells) + " |")

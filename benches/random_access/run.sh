@@ -183,8 +183,8 @@ else
   lerobot_rows "LeRobot h264 g2 crf30" --workers "" --vcodec h264
 fi
 if [ "$sweep" = 1 ]; then
-  for crf in 22 26 34 38; do lerobot_rows "LeRobot av1 g2 crf$crf" --workers "" --crf "$crf"; done
-  for crf in 22 26 34 38; do lerobot_rows "LeRobot h264 g2 crf$crf" --workers "" --vcodec h264 --crf "$crf"; done
+  for crf in 18 22 26 34 38; do lerobot_rows "LeRobot av1 g2 crf$crf" --workers "" --crf "$crf"; done
+  for crf in 18 22 26 34 38; do lerobot_rows "LeRobot h264 g2 crf$crf" --workers "" --vcodec h264 --crf "$crf"; done
 fi
 
 echo "== storage and PSNR against the landing frames" >&2
