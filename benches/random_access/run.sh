@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
     --lerobot-from) lerobot_from=$2; shift 2 ;;
     --sweep) sweep=1; shift ;;
     --no-loading) loading=0; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
