@@ -156,8 +156,11 @@ def test_a_tolerated_corrupt_episode_never_gives_an_empty_batch(corrupt_store):
 
 def test_ctrl_c_during_iteration_raises_keyboard_interrupt(store, tmp_path):
     script = tmp_path / "train.py"
+    # A trainer started from a terminal gets Python's Ctrl-C handler even where this suite
+    # runs with SIGINT ignored (a shell starts background jobs so, and children inherit it).
     script.write_text(
-        "import sys, reel\n"
+        "import signal, sys, reel\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "loader = reel.Loader(sys.argv[1], sys.argv[2], sys.argv[3], batch_size=64, workers=1)\n"
         "print('ready', flush=True)\n"
         "try:\n"
