@@ -21,14 +21,12 @@ pub fn process_episode(
     landing_bytes: &[u8],
     config: &PipelineConfig,
 ) -> Result<ProcessedEpisode> {
-    let config_digest = config.digest()?;
     process_landing(
         decode_landing_skipping(name, fallback_id, landing_bytes, &|topic| {
             config.topics.skips(topic)
         })?,
         reel_manifest::object_digest(landing_bytes),
         config,
-        config_digest,
     )
 }
 
@@ -39,7 +37,6 @@ pub fn process_recording(
     files: &reel_landing::LandingFiles,
     config: &PipelineConfig,
 ) -> Result<ProcessedEpisode> {
-    let config_digest = config.digest()?;
     let landing_digest = match files {
         reel_landing::LandingFiles::Mcap { bytes, .. } => reel_manifest::object_digest(bytes),
         reel_landing::LandingFiles::Rosbag2 { files, .. } => {
@@ -52,7 +49,6 @@ pub fn process_recording(
         })?,
         landing_digest,
         config,
-        config_digest,
     )
 }
 
@@ -61,8 +57,8 @@ fn process_landing(
     landing: Landing,
     landing_digest: u64,
     config: &PipelineConfig,
-    config_digest: String,
 ) -> Result<ProcessedEpisode> {
+    let config_digest = config.digest()?;
     let Landing {
         name,
         info,
