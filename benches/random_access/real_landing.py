@@ -92,7 +92,7 @@ def rewrite(template: Path, output: Path, clips: list[list[np.ndarray]], episode
         replaced = 0
         with open(partial, "wb") as out:
             writer = Writer(out, compression=CompressionType.ZSTD)
-            writer.start(profile=summary_profile(reader), library="reel real_landing.py")
+            writer.start(profile=reader.get_header().profile, library="reel real_landing.py")
             schema_ids = {}
             for schema in summary.schemas.values():
                 schema_ids[schema.id] = writer.register_schema(schema.name, schema.encoding, schema.data)
@@ -126,11 +126,6 @@ def rewrite(template: Path, output: Path, clips: list[list[np.ndarray]], episode
             writer.finish()
     partial.rename(output)
     return replaced
-
-
-def summary_profile(reader) -> str:
-    header = reader.get_header()
-    return header.profile
 
 
 def main() -> int:
