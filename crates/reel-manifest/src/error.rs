@@ -44,6 +44,14 @@ pub enum ManifestError {
     Store(#[from] reel_io::Error),
     #[error("{path}: waited {seconds} s for another rank to download the manifest")]
     FetchTimeout { path: PathBuf, seconds: u64 },
+    /// A selection's base manifest could not be opened or is not the one it names.
+    #[error("{path}: its base {base}: {source}")]
+    Base {
+        path: PathBuf,
+        base: String,
+        #[source]
+        source: Box<ManifestError>,
+    },
 }
 
 /// A file that is not a valid manifest is bad input; a request outside it (a sample, a
@@ -64,6 +72,7 @@ impl reel_io::Kinded for ManifestError {
                 ErrorKind::Environment
             }
             Self::FetchTimeout { .. } => ErrorKind::Transient,
+            Self::Base { source, .. } => source.kind(),
         }
     }
 }

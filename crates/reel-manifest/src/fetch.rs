@@ -5,6 +5,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use reel_io::{Store, StoreOptions};
 
+use crate::select::Origin;
 use crate::{Manifest, ManifestError};
 
 /// A lock whose holder has not finished within this time is presumed dead
@@ -25,11 +26,23 @@ pub fn fetch_once(
     local: &Path,
     timeout: Duration,
 ) -> Result<Manifest, ManifestError> {
+    let origin = Origin::Local(local.parent().unwrap_or(Path::new("")).to_path_buf());
+    fetch_once_from(store, key, local, timeout, &origin)
+}
+
+/// [`fetch_once`], with a selection's bases found from `origin`.
+fn fetch_once_from(
+    store: &Store,
+    key: &str,
+    local: &Path,
+    timeout: Duration,
+    origin: &Origin<'_>,
+) -> Result<Manifest, ManifestError> {
     let lock = local.with_extension("arrow.lock");
     let started = Instant::now();
     loop {
         if local.exists() {
-            return Manifest::open(local);
+            return Manifest::open_from(local, origin);
         }
         if let Some(parent) = local.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(ManifestError::io(parent))?;
@@ -41,7 +54,7 @@ pub fn fetch_once(
                 let result = download(store, key, local);
                 let _ = std::fs::remove_file(&lock);
                 result?;
-                return Manifest::open(local);
+                return Manifest::open_from(local, origin);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 let age = std::fs::metadata(&lock)
@@ -88,7 +101,9 @@ pub fn open_uri_with(
     }
     let size = store.len_of(&key)?;
     let timeout = Duration::from_secs(600);
-    fetch_once(&store, &key, &local_copy(dir, uri, size), timeout)
+    // A selection's bases named beside it are beside it in the store too.
+    let origin = Origin::Store { uri, dir, options };
+    fetch_once_from(&store, &key, &local_copy(dir, uri, size), timeout, &origin)
 }
 
 /// The folder the CLIs give [`open_uri`]: `reel-manifests` in the system's temporary

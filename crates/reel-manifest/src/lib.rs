@@ -42,6 +42,7 @@ mod error;
 mod fetch;
 mod hash;
 mod read;
+mod select;
 #[cfg(feature = "warehouse")]
 pub mod warehouse;
 mod write;
@@ -50,14 +51,19 @@ pub use error::ManifestError;
 pub use fetch::{fetch_once, local_copy, node_manifest_dir, open_uri, open_uri_with};
 pub use hash::{digest_text, fnv1a, object_digest, parts_digest};
 pub use read::{EpisodeRef, Manifest, Sample, ShardView};
+pub use select::{BaseRef, Picks, write_selection};
 pub use write::{ManifestNumbers, ManifestRow, ManifestWriter, write_manifest};
 
 /// The manifest format version this crate writes. Version 2 added the `digest` column;
 /// version 1 manifests (without it) are read too.
 pub const FORMAT_VERSION: &str = "2";
 
+/// The format version of a selection ([`write_selection`]): rows that are positions in
+/// base manifests, which hold the episodes.
+pub const SELECTION_VERSION: &str = "3";
+
 /// Format versions this crate reads.
-pub const READABLE_VERSIONS: [&str; 2] = ["1", "2"];
+pub const READABLE_VERSIONS: [&str; 3] = ["1", "2", "3"];
 
 /// Schema-metadata keys.
 pub mod keys {
@@ -74,6 +80,8 @@ pub mod keys {
     /// Format version 2, in place of the `uri` column when every row's object path is
     /// the episode id inside the same text: that text with `{episode_id}` for the id.
     pub const URI_TEMPLATE: &str = "reel.manifest.uri_template";
+    /// A selection's base manifests, a line each: `rows content_hash location`.
+    pub const BASES: &str = "reel.manifest.bases";
 }
 
 /// The placeholder of [`keys::URI_TEMPLATE`].
@@ -94,6 +102,8 @@ pub mod columns {
     /// Format version 2: the canonical object's [`object_digest`](crate::object_digest)
     /// when the manifest was written, 0 where the warehouse row had none.
     pub const DIGEST: &str = "digest";
+    /// A selection's (format version 3) position of the row in its bases taken in order.
+    pub const ROW: &str = "row";
 }
 
 /// Which anchor times of an episode are training samples: every `period_ns`

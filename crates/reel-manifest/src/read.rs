@@ -9,14 +9,15 @@ use arrow_ipc::convert::try_fb_to_schema;
 use arrow_ipc::reader::{FileDecoder, read_footer_length};
 use arrow_schema::DataType;
 
+use crate::select::{BaseRef, Origin, SELECTION_LAYOUT, open_base, parse_bases};
 use crate::{
     EPISODE_ID_PLACEHOLDER, FORMAT_VERSION, ManifestError, ManifestMeta, READABLE_VERSIONS,
-    SamplingRule, UriTemplate, columns as col, keys,
+    SELECTION_VERSION, SamplingRule, UriTemplate, columns as col, keys,
 };
 
-/// One record batch's columns, borrowed from the mapped file.
-#[derive(Debug)]
-struct Batch {
+/// An episode's columns for one record batch, borrowed from the mapped file.
+#[derive(Debug, Clone)]
+struct EpisodeColumns {
     episode_id: StringArray,
     /// `None` where the manifest's template gives every row's path.
     uri: Option<StringArray>,
@@ -26,10 +27,19 @@ struct Batch {
     camera_frames: UInt32Array,
     state_steps: UInt32Array,
     action_steps: UInt32Array,
-    num_samples: UInt64Array,
-    sample_offset: UInt64Array,
     /// Format version 2 on.
     digest: Option<UInt64Array>,
+}
+
+/// One record batch's sample columns, borrowed from the mapped file.
+#[derive(Debug)]
+struct Batch {
+    rows: usize,
+    /// A selection's rows: positions in its bases, taken in order.
+    base_row: Option<UInt64Array>,
+    /// Stored by a self-contained manifest; a selection's follow from its bases' times.
+    num_samples: Option<UInt64Array>,
+    sample_offset: UInt64Array,
 }
 
 /// A memory-mapped manifest. Cheap to open at any size; see the crate docs.
@@ -42,6 +52,16 @@ pub struct Manifest {
     row_starts: Vec<usize>,
     /// First global sample of each batch, plus the total at the end.
     sample_starts: Vec<u64>,
+    /// Episode columns: a self-contained manifest's own, one per batch; a selection's
+    /// bases' batches, base after base.
+    columns: Vec<EpisodeColumns>,
+    /// First row (of the bases taken in order, for a selection) of each of `columns`,
+    /// plus the total.
+    column_starts: Vec<usize>,
+    /// A selection's bases, opened, as its metadata names them.
+    bases: Vec<(BaseRef, Manifest)>,
+    /// For a selection, the base each of `columns` comes from.
+    column_base: Vec<usize>,
     /// The hash the footer names, or one computed over the file when first asked for
     /// (manifests written before the footer carried it).
     content_hash: std::sync::OnceLock<String>,
@@ -85,17 +105,30 @@ fn column<T: 'static + Clone>(
 }
 
 impl Manifest {
-    /// Maps the manifest at `path` and checks its format version and schema.
+    /// Maps the manifest at `path` and checks its format version and schema. A
+    /// selection's bases are opened too: a name beside it or a local path where they
+    /// are, an object URI fetched once per node into [`node_manifest_dir`](crate::node_manifest_dir).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ManifestError> {
-        let path = path.as_ref().to_path_buf();
+        let path = path.as_ref();
+        let origin = Origin::Local(path.parent().unwrap_or(Path::new("")).to_path_buf());
+        Self::open_from(path, &origin)
+    }
+
+    /// [`Manifest::open`], with a selection's bases found from `origin`.
+    pub(crate) fn open_from(path: &Path, origin: &Origin<'_>) -> Result<Self, ManifestError> {
+        let path = path.to_path_buf();
         let file = std::fs::File::open(&path).map_err(ManifestError::io(&path))?;
         // SAFETY: manifests are immutable once renamed into place; Reel never
         // writes to a published manifest, and the map is read-only.
         let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(ManifestError::io(&path))?;
-        Self::from_buffer(path, Buffer::from(bytes::Bytes::from_owner(mmap)))
+        Self::from_buffer(path, Buffer::from(bytes::Bytes::from_owner(mmap)), origin)
     }
 
-    fn from_buffer(path: PathBuf, buffer: Buffer) -> Result<Self, ManifestError> {
+    fn from_buffer(
+        path: PathBuf,
+        buffer: Buffer,
+        origin: &Origin<'_>,
+    ) -> Result<Self, ManifestError> {
         let not_arrow = |reason: &str| ManifestError::NotArrow {
             path: path.clone(),
             reason: reason.into(),
@@ -125,24 +158,30 @@ impl Manifest {
                 .map_err(|e| ManifestError::corrupt(&path, format!("unreadable schema: {e}")))?,
         );
         let meta = parse_meta(&path, schema.metadata())?;
-        // Version 1 manifests end at `sample_offset`; version 2 adds the digests, and may
-        // give every row's path by a template instead of the `uri` column.
-        let has_digest = schema.column_with_name(col::DIGEST).is_some();
-        let has_uri = schema.column_with_name(col::URI).is_some();
-        if !has_uri && meta.uri_template.is_none() {
-            return Err(ManifestError::corrupt(
-                &path,
-                format!("no uri column and no {} either", keys::URI_TEMPLATE),
-            ));
-        }
-        let layout: Vec<(DataType, usize)> = LAYOUT
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| {
-                (*i != URI_POSITION || has_uri) && (*i != LAYOUT.len() - 1 || has_digest)
-            })
-            .map(|(_, column)| column.clone())
-            .collect();
+        let selection = schema.metadata().get(keys::VERSION).map(String::as_str)
+            == Some(SELECTION_VERSION);
+        let layout: Vec<(DataType, usize)> = if selection {
+            SELECTION_LAYOUT.to_vec()
+        } else {
+            // Version 1 manifests end at `sample_offset`; version 2 adds the digests, and
+            // may give every row's path by a template instead of the `uri` column.
+            let has_digest = schema.column_with_name(col::DIGEST).is_some();
+            let has_uri = schema.column_with_name(col::URI).is_some();
+            if !has_uri && meta.uri_template.is_none() {
+                return Err(ManifestError::corrupt(
+                    &path,
+                    format!("no uri column and no {} either", keys::URI_TEMPLATE),
+                ));
+            }
+            LAYOUT
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| {
+                    (*i != URI_POSITION || has_uri) && (*i != LAYOUT.len() - 1 || has_digest)
+                })
+                .map(|(_, column)| column.clone())
+                .collect()
+        };
         let content_hash = std::sync::OnceLock::new();
         if let Some(hash) = footer
             .custom_metadata()
@@ -153,6 +192,27 @@ impl Manifest {
         {
             let _ = content_hash.set(hash.to_string());
         }
+
+        // A selection's episodes are its bases' rows: open those first.
+        let mut bases = Vec::new();
+        let mut columns = Vec::new();
+        let mut column_starts = vec![0usize];
+        let mut column_base = Vec::new();
+        if selection {
+            let text = schema.metadata().get(keys::BASES).ok_or_else(|| {
+                ManifestError::corrupt(&path, format!("a selection without {}", keys::BASES))
+            })?;
+            for base_ref in parse_bases(&path, text)? {
+                let base = open_base(&path, &base_ref, origin)?;
+                for c in &base.columns {
+                    columns.push(c.clone());
+                    column_base.push(bases.len());
+                    column_starts.push(column_starts.last().unwrap_or(&0) + c.start_ns.len());
+                }
+                bases.push((base_ref, base));
+            }
+        }
+        let base_rows = *column_starts.last().unwrap_or(&0) as u64;
 
         let mut decoder =
             FileDecoder::new(schema.clone(), footer.version()).with_require_alignment(true);
@@ -194,61 +254,92 @@ impl Manifest {
                     source,
                 })?
                 .ok_or_else(|| ManifestError::corrupt(&path, "empty record batch block"))?;
-            let batch = Batch {
-                episode_id: column(&path, &batch, col::EPISODE_ID, &DataType::Utf8)?,
-                uri: if has_uri {
-                    Some(column(&path, &batch, col::URI, &DataType::Utf8)?)
-                } else {
-                    None
-                },
-                start_ns: column(&path, &batch, col::START_NS, &DataType::Int64)?,
-                end_ns: column(&path, &batch, col::END_NS, &DataType::Int64)?,
-                bytes: column(&path, &batch, col::BYTES, &DataType::UInt64)?,
-                camera_frames: column(&path, &batch, col::CAMERA_FRAMES, &DataType::UInt32)?,
-                state_steps: column(&path, &batch, col::STATE_STEPS, &DataType::UInt32)?,
-                action_steps: column(&path, &batch, col::ACTION_STEPS, &DataType::UInt32)?,
-                num_samples: column(&path, &batch, col::NUM_SAMPLES, &DataType::UInt64)?,
-                sample_offset: column(&path, &batch, col::SAMPLE_OFFSET, &DataType::UInt64)?,
-                digest: if has_digest {
-                    Some(column(&path, &batch, col::DIGEST, &DataType::UInt64)?)
-                } else {
-                    None
-                },
-            };
-            let rows = batch.start_ns.len();
-            let samples_before = *sample_starts.last().unwrap_or(&0);
-            if rows > 0 {
-                // The cumulative offsets must continue exactly across batches.
-                let first = batch.sample_offset.value(0);
-                if first != samples_before {
+            let sample_offset: UInt64Array =
+                column(&path, &batch, col::SAMPLE_OFFSET, &DataType::UInt64)?;
+            let rows = sample_offset.len();
+            let (base_row, num_samples) = if selection {
+                let base_row: UInt64Array = column(&path, &batch, col::ROW, &DataType::UInt64)?;
+                // One pass over the positions (8 bytes a row), so that every later
+                // lookup is inside the bases.
+                if let Some(i) = base_row.values().iter().position(|&r| r >= base_rows) {
                     return Err(ManifestError::corrupt(
                         &path,
-                        format!("batch starts at sample {first}, expected {samples_before}"),
+                        format!(
+                            "row {}: position {} is outside its bases' {base_rows} rows",
+                            row_starts.last().unwrap_or(&0) + i,
+                            base_row.value(i)
+                        ),
                     ));
                 }
-                let last = rows - 1;
-                let end = batch
-                    .sample_offset
-                    .value(last)
-                    .checked_add(batch.num_samples.value(last));
-                let end =
-                    end.ok_or_else(|| ManifestError::corrupt(&path, "sample count overflows"))?;
-                sample_starts.push(end);
+                (Some(base_row), None)
             } else {
-                sample_starts.push(samples_before);
-            }
+                columns.push(EpisodeColumns {
+                    episode_id: column(&path, &batch, col::EPISODE_ID, &DataType::Utf8)?,
+                    uri: if schema.column_with_name(col::URI).is_some() {
+                        Some(column(&path, &batch, col::URI, &DataType::Utf8)?)
+                    } else {
+                        None
+                    },
+                    start_ns: column(&path, &batch, col::START_NS, &DataType::Int64)?,
+                    end_ns: column(&path, &batch, col::END_NS, &DataType::Int64)?,
+                    bytes: column(&path, &batch, col::BYTES, &DataType::UInt64)?,
+                    camera_frames: column(&path, &batch, col::CAMERA_FRAMES, &DataType::UInt32)?,
+                    state_steps: column(&path, &batch, col::STATE_STEPS, &DataType::UInt32)?,
+                    action_steps: column(&path, &batch, col::ACTION_STEPS, &DataType::UInt32)?,
+                    digest: if schema.column_with_name(col::DIGEST).is_some() {
+                        Some(column(&path, &batch, col::DIGEST, &DataType::UInt64)?)
+                    } else {
+                        None
+                    },
+                });
+                column_starts.push(column_starts.last().unwrap_or(&0) + rows);
+                let num_samples = column(&path, &batch, col::NUM_SAMPLES, &DataType::UInt64)?;
+                (None, Some(num_samples))
+            };
+            batches.push(Batch {
+                rows,
+                base_row,
+                num_samples,
+                sample_offset,
+            });
             row_starts.push(row_starts.last().unwrap_or(&0) + rows);
-            batches.push(batch);
         }
-        Ok(Self {
+        let mut manifest = Self {
             path,
             meta,
             batches,
             row_starts,
-            sample_starts,
+            sample_starts: Vec::new(),
+            columns,
+            column_starts,
+            bases,
+            column_base,
             content_hash,
             buffer,
-        })
+        };
+        // The cumulative offsets must continue exactly across batches.
+        for b in 0..manifest.batches.len() {
+            let samples_before = *sample_starts.last().unwrap_or(&0);
+            let rows = manifest.batches[b].rows;
+            if rows == 0 {
+                sample_starts.push(samples_before);
+                continue;
+            }
+            let first = manifest.batches[b].sample_offset.value(0);
+            if first != samples_before {
+                return Err(ManifestError::corrupt(
+                    &manifest.path,
+                    format!("batch starts at sample {first}, expected {samples_before}"),
+                ));
+            }
+            let last = manifest.episode_at(b, rows - 1);
+            let end = last.sample_offset().checked_add(last.num_samples());
+            let end = end
+                .ok_or_else(|| ManifestError::corrupt(&manifest.path, "sample count overflows"))?;
+            sample_starts.push(end);
+        }
+        manifest.sample_starts = sample_starts;
+        Ok(manifest)
     }
 
     /// The manifest's identity: the hash of its content (`xxh3_128:` and 32 hex digits),
@@ -286,10 +377,48 @@ impl Manifest {
 
     /// Total bytes of the listed episodes.
     pub fn total_bytes(&self) -> u64 {
-        self.batches
+        if self.is_selection() {
+            return self.episodes().map(|e| e.bytes()).sum();
+        }
+        self.columns
             .iter()
-            .flat_map(|b| b.bytes.values().iter())
+            .flat_map(|c| c.bytes.values().iter())
             .sum()
+    }
+
+    /// Whether this manifest is a selection (format version 3): positions in the base
+    /// manifests [`Manifest::bases`] names, not episodes of its own.
+    pub fn is_selection(&self) -> bool {
+        !self.bases.is_empty() || self.batches.iter().any(|b| b.base_row.is_some())
+    }
+
+    /// A selection's bases, as it names them; empty for a self-contained manifest.
+    pub fn bases(&self) -> impl Iterator<Item = &BaseRef> {
+        self.bases.iter().map(|(base_ref, _)| base_ref)
+    }
+
+    /// Row `index` of batch `batch`, wherever its columns are.
+    fn episode_at(&self, batch: usize, index: usize) -> EpisodeRef<'_> {
+        let row = self.row_starts[batch] + index;
+        let (c, at, holder) = match &self.batches[batch].base_row {
+            None => (batch, index, self),
+            Some(positions) => {
+                // Checked at open to be inside the bases.
+                let position = positions.value(index) as usize;
+                let c = self.column_starts.partition_point(|&s| s <= position) - 1;
+                let holder = &self.bases[self.column_base[c]].1;
+                (c, position - self.column_starts[c], holder)
+            }
+        };
+        EpisodeRef {
+            manifest: self,
+            batch,
+            index,
+            row,
+            columns: &self.columns[c],
+            at,
+            holder,
+        }
     }
 
     /// Episode `row`.
@@ -301,24 +430,15 @@ impl Manifest {
             });
         }
         let batch = self.row_starts.partition_point(|&start| start <= row) - 1;
-        Ok(EpisodeRef {
-            manifest: self,
-            batch,
-            index: row - self.row_starts[batch],
-            row,
-        })
+        Ok(self.episode_at(batch, row - self.row_starts[batch]))
     }
 
     /// Every episode, in order.
     pub fn episodes(&self) -> impl Iterator<Item = EpisodeRef<'_>> {
-        self.batches.iter().enumerate().flat_map(move |(b, batch)| {
-            (0..batch.start_ns.len()).map(move |i| EpisodeRef {
-                manifest: self,
-                batch: b,
-                index: i,
-                row: self.row_starts[b] + i,
-            })
-        })
+        self.batches
+            .iter()
+            .enumerate()
+            .flat_map(move |(b, batch)| (0..batch.rows).map(move |i| self.episode_at(b, i)))
     }
 
     /// The first row of each distinct object (URI), in manifest order: the objects a run
@@ -348,18 +468,13 @@ impl Manifest {
         // their successor's offset and are skipped by taking the last.
         let i = offsets.partition_point(|&o| o <= index) - 1;
         let k = index - offsets[i];
-        if k >= batch.num_samples.value(i) {
+        let episode = self.episode_at(b, i);
+        if k >= episode.num_samples() {
             return Err(ManifestError::corrupt(
                 &self.path,
                 format!("sample offsets do not cover sample {index}"),
             ));
         }
-        let episode = EpisodeRef {
-            manifest: self,
-            batch: b,
-            index: i,
-            row: self.row_starts[b] + i,
-        };
         let time_ns = self.meta.sampling.anchor_ns(episode.start_ns(), k);
         Ok(Sample {
             index,
@@ -556,19 +671,21 @@ pub struct EpisodeRef<'m> {
     batch: usize,
     index: usize,
     row: usize,
+    /// The episode's columns and its index in them: the manifest's own, or, in a
+    /// selection, its base's.
+    columns: &'m EpisodeColumns,
+    at: usize,
+    /// The manifest those columns belong to.
+    holder: &'m Manifest,
 }
 
 impl<'m> EpisodeRef<'m> {
-    fn batch(&self) -> &'m Batch {
-        &self.manifest.batches[self.batch]
-    }
-
     /// A string value, checked against its buffers: validation was skipped
     /// at open time to keep opening O(1).
     fn str(&self, array: &'m StringArray, column: &'static str) -> Result<&'m str, ManifestError> {
         let offsets = array.value_offsets();
         let values = array.values();
-        let (a, b) = (offsets[self.index], offsets[self.index + 1]);
+        let (a, b) = (offsets[self.at], offsets[self.at + 1]);
         let bytes = usize::try_from(a)
             .ok()
             .zip(usize::try_from(b).ok())
@@ -576,13 +693,13 @@ impl<'m> EpisodeRef<'m> {
             .map(|(a, b)| &values[a..b])
             .ok_or_else(|| {
                 ManifestError::corrupt(
-                    &self.manifest.path,
+                    &self.holder.path,
                     format!("row {}: {column} offsets {a}..{b} out of bounds", self.row),
                 )
             })?;
         std::str::from_utf8(bytes).map_err(|_| {
             ManifestError::corrupt(
-                &self.manifest.path,
+                &self.holder.path,
                 format!("row {}: {column} is not UTF-8", self.row),
             )
         })
@@ -593,51 +710,60 @@ impl<'m> EpisodeRef<'m> {
         self.row
     }
     pub fn episode_id(&self) -> Result<&'m str, ManifestError> {
-        self.str(&self.batch().episode_id, col::EPISODE_ID)
+        self.str(&self.columns.episode_id, col::EPISODE_ID)
     }
-    /// Object path of the canonical episode, relative to the store root.
     /// Object path of the canonical episode, relative to the store root: the `uri`
     /// column's value, or the manifest's template filled with the episode id.
     pub fn uri(&self) -> Result<std::borrow::Cow<'m, str>, ManifestError> {
-        match (&self.batch().uri, &self.manifest.meta.uri_template) {
+        match (&self.columns.uri, &self.holder.meta.uri_template) {
             (Some(uris), _) => Ok(std::borrow::Cow::Borrowed(self.str(uris, col::URI)?)),
             (None, Some(template)) => Ok(std::borrow::Cow::Owned(template.uri(self.episode_id()?))),
             (None, None) => Err(ManifestError::corrupt(
-                &self.manifest.path,
+                &self.holder.path,
                 "no uri column and no uri template",
             )),
         }
     }
     pub fn start_ns(&self) -> i64 {
-        self.batch().start_ns.value(self.index)
+        self.columns.start_ns.value(self.at)
     }
     pub fn end_ns(&self) -> i64 {
-        self.batch().end_ns.value(self.index)
+        self.columns.end_ns.value(self.at)
     }
     pub fn bytes(&self) -> u64 {
-        self.batch().bytes.value(self.index)
+        self.columns.bytes.value(self.at)
     }
     pub fn camera_frames(&self) -> u32 {
-        self.batch().camera_frames.value(self.index)
+        self.columns.camera_frames.value(self.at)
     }
     pub fn state_steps(&self) -> u32 {
-        self.batch().state_steps.value(self.index)
+        self.columns.state_steps.value(self.at)
     }
     pub fn action_steps(&self) -> u32 {
-        self.batch().action_steps.value(self.index)
+        self.columns.action_steps.value(self.at)
     }
+    /// Samples of this episode under the manifest's sampling rule.
     pub fn num_samples(&self) -> u64 {
-        self.batch().num_samples.value(self.index)
+        match &self.manifest.batches[self.batch].num_samples {
+            Some(stored) => stored.value(self.index),
+            None => self
+                .manifest
+                .meta
+                .sampling
+                .num_samples(self.start_ns(), self.end_ns()),
+        }
     }
     /// Global index of this episode's first sample.
     pub fn sample_offset(&self) -> u64 {
-        self.batch().sample_offset.value(self.index)
+        self.manifest.batches[self.batch]
+            .sample_offset
+            .value(self.index)
     }
     /// The canonical object's [`object_digest`](crate::object_digest) when the manifest
     /// was written; `None` in a version 1 manifest or where the warehouse had none.
     pub fn digest(&self) -> Option<u64> {
-        let digests = self.batch().digest.as_ref()?;
-        Some(digests.value(self.index)).filter(|&d| d != 0)
+        let digests = self.columns.digest.as_ref()?;
+        Some(digests.value(self.at)).filter(|&d| d != 0)
     }
 }
 

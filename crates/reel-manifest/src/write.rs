@@ -92,8 +92,20 @@ pub(crate) fn schema(meta: &ManifestMeta) -> Schema {
         Field::new(col::SAMPLE_OFFSET, DataType::UInt64, false),
         Field::new(col::DIGEST, DataType::UInt64, false),
     ];
-    let mut metadata = HashMap::from([
-        (keys::VERSION.to_string(), FORMAT_VERSION.to_string()),
+    let mut metadata = meta_entries(meta, FORMAT_VERSION);
+    // With a template, every row's path is known from its id: no `uri` column.
+    if let Some(template) = &meta.uri_template {
+        fields.retain(|f| f.name() != col::URI);
+        metadata.insert(keys::URI_TEMPLATE.to_string(), template.to_string());
+    }
+    Schema::new_with_metadata(fields, metadata)
+}
+
+/// The schema metadata every manifest carries: its format version, query, snapshot,
+/// creation time and sampling rule.
+pub(crate) fn meta_entries(meta: &ManifestMeta, version: &str) -> HashMap<String, String> {
+    HashMap::from([
+        (keys::VERSION.to_string(), version.to_string()),
         (keys::QUERY.to_string(), meta.query.clone()),
         (keys::SNAPSHOT.to_string(), meta.warehouse_snapshot.clone()),
         (keys::CREATED_AT.to_string(), meta.created_at.clone()),
@@ -109,13 +121,7 @@ pub(crate) fn schema(meta: &ManifestMeta) -> Schema {
             keys::AFTER_NS.to_string(),
             meta.sampling.after_ns.to_string(),
         ),
-    ]);
-    // With a template, every row's path is known from its id: no `uri` column.
-    if let Some(template) = &meta.uri_template {
-        fields.retain(|f| f.name() != col::URI);
-        metadata.insert(keys::URI_TEMPLATE.to_string(), template.to_string());
-    }
-    Schema::new_with_metadata(fields, metadata)
+    ])
 }
 
 struct Columns {
@@ -249,44 +255,22 @@ fn write_batches(
     Ok(writer)
 }
 
-/// Writes a manifest row by row, in batches, to a temporary file that
-/// [`ManifestWriter::finish`] renames into place: readers never see a
-/// half-written manifest.
-pub struct ManifestWriter {
+/// An Arrow IPC file written under a temporary name, batch by batch on a thread of
+/// its own, then named by its content hash in the footer, synced and renamed into
+/// place: readers never see a half-written file. Dropped unfinished, it removes
+/// the temporary.
+pub(crate) struct IpcOut {
     path: PathBuf,
     tmp: PathBuf,
-    meta: ManifestMeta,
     schema: SchemaRef,
     /// The writer thread; `None` once finished or failed.
     sink: Option<BatchSink>,
-    /// Set once the file is in place; until then dropping the writer removes
-    /// the temporary file, whatever stopped it.
     finished: bool,
-    columns: Columns,
-    batch_rows: usize,
-    rows: usize,
-    samples: u64,
 }
 
-impl std::fmt::Debug for ManifestWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ManifestWriter")
-            .field("path", &self.path)
-            .field("rows", &self.rows)
-            .finish()
-    }
-}
-
-impl ManifestWriter {
-    /// Starts a manifest at `path`.
-    pub fn create(path: impl AsRef<Path>, meta: &ManifestMeta) -> Result<Self, ManifestError> {
-        let path = path.as_ref().to_path_buf();
-        if meta.sampling.period_ns == 0 {
-            return Err(ManifestError::InvalidRow {
-                row: 0,
-                reason: "sampling period must be positive".into(),
-            });
-        }
+impl IpcOut {
+    pub(crate) fn create(path: &Path, schema: Schema) -> Result<Self, ManifestError> {
+        let path = path.to_path_buf();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(ManifestError::io(parent))?;
         }
@@ -294,14 +278,14 @@ impl ManifestWriter {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        // A writer of this manifest killed mid-write left its temporary; the next one
+        // A writer of this file killed mid-write left its temporary; the next one
         // removes it (a failure to is no reason not to write).
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
         let _ = reel_io::remove_stale_temporaries(dir.unwrap_or(Path::new(".")), Some(&name));
         let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
         let file = File::create(&tmp).map_err(ManifestError::io(&tmp))?;
         let sync_handle = file.try_clone().map_err(ManifestError::io(&tmp))?;
-        let schema: SchemaRef = Arc::new(schema(meta));
+        let schema: SchemaRef = Arc::new(schema);
         let writer =
             FileWriter::try_new_buffered(Hashing::new(file), &schema).map_err(|source| {
                 ManifestError::Arrow {
@@ -313,10 +297,119 @@ impl ManifestWriter {
         Ok(Self {
             path,
             tmp,
-            meta: meta.clone(),
             schema,
             sink: Some(sink),
             finished: false,
+        })
+    }
+
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    pub(crate) fn arrow_error(&self, source: arrow_schema::ArrowError) -> ManifestError {
+        ManifestError::Arrow {
+            path: self.tmp.clone(),
+            source,
+        }
+    }
+
+    /// Hands a finished batch to the writer thread.
+    pub(crate) fn send(&mut self, batch: RecordBatch) -> Result<(), ManifestError> {
+        let Some(sink) = self.sink.as_ref() else {
+            return Err(self.failed_earlier());
+        };
+        if sink.batches.send(batch).is_err() {
+            // The writer thread stopped: its error says why.
+            if let Some(sink) = self.sink.take() {
+                sink.close()?;
+            }
+            return Err(self.failed_earlier());
+        }
+        Ok(())
+    }
+
+    fn failed_earlier(&self) -> ManifestError {
+        ManifestError::io(&self.tmp)(std::io::Error::other(
+            "an earlier write of this file failed",
+        ))
+    }
+
+    /// Finishes the file, syncs it and renames it into place.
+    pub(crate) fn finish(&mut self) -> Result<(), ManifestError> {
+        let Some(sink) = self.sink.take() else {
+            return Err(self.failed_earlier());
+        };
+        let mut writer = sink.close()?;
+        // The footer names the hash of every byte before it: the file's identity
+        // (a loader state records it), known without reading the file again.
+        writer
+            .get_mut()
+            .flush()
+            .map_err(ManifestError::io(&self.tmp))?;
+        let hash = content_hash_text(writer.get_ref().get_ref().hash());
+        writer.write_metadata(keys::CONTENT_HASH, hash);
+        writer.finish().map_err(|source| self.arrow_error(source))?;
+        let file = writer
+            .into_inner()
+            .map_err(|source| self.arrow_error(source))?
+            .into_inner()
+            .map_err(|e| ManifestError::Io {
+                path: self.tmp.clone(),
+                source: e.into_error(),
+            })?
+            .into_inner();
+        file.sync_all().map_err(ManifestError::io(&self.tmp))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(ManifestError::io(&self.path))?;
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl Drop for IpcOut {
+    fn drop(&mut self) {
+        if let Some(sink) = self.sink.take() {
+            let _ = sink.close();
+        }
+        if !self.finished {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes a manifest row by row, in batches, to a temporary file that
+/// [`ManifestWriter::finish`] renames into place: readers never see a
+/// half-written manifest.
+pub struct ManifestWriter {
+    out: IpcOut,
+    meta: ManifestMeta,
+    columns: Columns,
+    batch_rows: usize,
+    rows: usize,
+    samples: u64,
+}
+
+impl std::fmt::Debug for ManifestWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManifestWriter")
+            .field("path", &self.out.path)
+            .field("rows", &self.rows)
+            .finish()
+    }
+}
+
+impl ManifestWriter {
+    /// Starts a manifest at `path`.
+    pub fn create(path: impl AsRef<Path>, meta: &ManifestMeta) -> Result<Self, ManifestError> {
+        if meta.sampling.period_ns == 0 {
+            return Err(ManifestError::InvalidRow {
+                row: 0,
+                reason: "sampling period must be positive".into(),
+            });
+        }
+        Ok(Self {
+            out: IpcOut::create(path.as_ref(), schema(meta))?,
+            meta: meta.clone(),
             columns: Columns::with_capacity(BATCH_ROWS),
             batch_rows: BATCH_ROWS,
             rows: 0,
@@ -470,14 +563,10 @@ impl ManifestWriter {
                     })),
                 ])
                 .collect();
-            let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|source| {
-                ManifestError::Arrow {
-                    path: self.tmp.clone(),
-                    source,
-                }
-            })?;
+            let batch = RecordBatch::try_new(self.out.schema().clone(), arrays)
+                .map_err(|source| self.out.arrow_error(source))?;
             self.rows += rows;
-            self.send(batch)?;
+            self.out.send(batch)?;
             start = end;
         }
         Ok(())
@@ -486,27 +575,9 @@ impl ManifestWriter {
     fn flush_batch(&mut self) -> Result<(), ManifestError> {
         let batch = self
             .columns
-            .finish(&self.schema, self.batch_rows)
-            .map_err(|source| ManifestError::Arrow {
-                path: self.tmp.clone(),
-                source,
-            })?;
-        self.send(batch)
-    }
-
-    /// Hands a finished batch to the writer thread.
-    fn send(&mut self, batch: RecordBatch) -> Result<(), ManifestError> {
-        let Some(sink) = self.sink.as_ref() else {
-            return Err(self.failed_earlier());
-        };
-        if sink.batches.send(batch).is_err() {
-            // The writer thread stopped: its error says why.
-            if let Some(sink) = self.sink.take() {
-                sink.close()?;
-            }
-            return Err(self.failed_earlier());
-        }
-        Ok(())
+            .finish(self.out.schema(), self.batch_rows)
+            .map_err(|source| self.out.arrow_error(source))?;
+        self.out.send(batch)
     }
 
     /// A row whose path does not follow the manifest's template.
@@ -523,12 +594,6 @@ impl ManifestWriter {
         }
     }
 
-    fn failed_earlier(&self) -> ManifestError {
-        ManifestError::io(&self.tmp)(std::io::Error::other(
-            "an earlier write of this manifest failed",
-        ))
-    }
-
     /// Finishes the file, syncs it and renames it into place. Returns the
     /// number of rows and samples written.
     pub fn finish(mut self) -> Result<(usize, u64), ManifestError> {
@@ -537,49 +602,8 @@ impl ManifestWriter {
         if self.columns.len() > 0 || self.rows == 0 {
             self.flush_batch()?;
         }
-        let Some(sink) = self.sink.take() else {
-            return Err(self.failed_earlier());
-        };
-        let mut writer = sink.close()?;
-        // The footer names the hash of every byte before it: the manifest's identity
-        // (a loader state records it), known without reading the file again.
-        writer
-            .get_mut()
-            .flush()
-            .map_err(ManifestError::io(&self.tmp))?;
-        let hash = content_hash_text(writer.get_ref().get_ref().hash());
-        writer.write_metadata(keys::CONTENT_HASH, hash);
-        writer.finish().map_err(|source| ManifestError::Arrow {
-            path: self.tmp.clone(),
-            source,
-        })?;
-        let file = writer
-            .into_inner()
-            .map_err(|source| ManifestError::Arrow {
-                path: self.tmp.clone(),
-                source,
-            })?
-            .into_inner()
-            .map_err(|e| ManifestError::Io {
-                path: self.tmp.clone(),
-                source: e.into_error(),
-            })?
-            .into_inner();
-        file.sync_all().map_err(ManifestError::io(&self.tmp))?;
-        std::fs::rename(&self.tmp, &self.path).map_err(ManifestError::io(&self.path))?;
-        self.finished = true;
+        self.out.finish()?;
         Ok((self.rows, self.samples))
-    }
-}
-
-impl Drop for ManifestWriter {
-    fn drop(&mut self) {
-        if let Some(sink) = self.sink.take() {
-            let _ = sink.close();
-        }
-        if !self.finished {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 
