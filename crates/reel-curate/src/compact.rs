@@ -9,6 +9,8 @@
 //! the compaction and the episode files it covers. Files ingested after it are
 //! merged at query time: only their episodes are deduplicated again.
 
+use std::path::Path;
+
 use polars::prelude::*;
 use reel_io::Store;
 use serde::{Deserialize, Serialize};
@@ -60,7 +62,28 @@ pub struct Compaction {
     /// rows are all newer only replace rows, which queries merge cheaply.
     pub newest_ingested_at_ns: i64,
     pub sorted_by: Vec<String>,
+    /// Each part's rows as a manifest, in the same order: the bases a curation by
+    /// position points into. Empty in pointers written before compactions wrote them.
+    #[serde(default)]
+    pub bases: Vec<CompactedBase>,
 }
+
+/// A compacted part's rows written as a manifest (`part-NNNNN.episodes.arrow` beside
+/// it), named with what a selection checks it by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactedBase {
+    pub key: String,
+    pub content_hash: String,
+    pub rows: u64,
+}
+
+/// The sampling rule a compaction's base manifests carry. A selection samples by its own
+/// rule; this one only makes each base a manifest of its part in its own right.
+pub const BASE_SAMPLING: reel_manifest::SamplingRule = reel_manifest::SamplingRule {
+    period_ns: 100_000_000,
+    before_ns: 0,
+    after_ns: 0,
+};
 
 /// How a warehouse's compaction relates to its episode files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +139,42 @@ pub(crate) fn read_pointer(store: &Store) -> Result<Option<Compaction>, CurateEr
         });
     }
     Ok(Some(pointer))
+}
+
+/// Writes a compacted part's rows `df` as the manifest `key` of `store`: in place in a
+/// local store, through a temporary file to a remote one.
+fn write_base(
+    store: &Store,
+    key: &str,
+    df: &DataFrame,
+    meta: &reel_manifest::ManifestMeta,
+) -> Result<CompactedBase, CurateError> {
+    let io = |name: &Path| {
+        let name = name.display().to_string();
+        move |source| store_error(store, reel_io::Error::Io { name, source })
+    };
+    let options = crate::CurationOptions::allowing_empty();
+    let (local, _tmp) = match store.local_root() {
+        Some(root) => (root.join(key), None),
+        None => {
+            let tmp = tempfile::tempdir().map_err(io(&std::env::temp_dir()))?;
+            (tmp.path().join("base.arrow"), Some(tmp))
+        }
+    };
+    crate::write_frame(df, meta, &local, options)?;
+    let base = reel_manifest::Manifest::open(&local)?;
+    let written = CompactedBase {
+        key: key.to_string(),
+        content_hash: base.content_hash().to_string(),
+        rows: base.len() as u64,
+    };
+    if store.local_root().is_none() {
+        let bytes = std::fs::read(&local).map_err(io(&local))?;
+        store
+            .write_atomic(key, bytes)
+            .map_err(|e| store_error(store, e))?;
+    }
+    Ok(written)
 }
 
 /// Whether `pointer` still describes a prefix of `files`, and which files are newer.
@@ -194,7 +253,7 @@ pub fn compact_with(
     let input_bytes: u64 = inputs.iter().map(|(_, s)| s).sum();
     let part_count = input_bytes.div_ceil(options.part_input_bytes.max(1)).max(1);
     let all = warehouse.scan_log(inputs.iter().map(|(k, _)| k.as_str()))?;
-    let mut parts = Vec::new();
+    let (mut parts, mut bases) = (Vec::new(), Vec::new());
     let (mut rows, mut bytes, mut newest) = (0u64, 0u64, i64::MIN);
     for part in 0..part_count {
         let mine = if part_count == 1 {
@@ -226,6 +285,13 @@ pub fn compact_with(
             .write_atomic(&key, encoded)
             .map_err(|e| store_error(store, e))?;
         parts.push(key);
+        let meta = reel_manifest::ManifestMeta::new(
+            format!("compaction {id}, part {part}"),
+            warehouse.snapshot_id(),
+            BASE_SAMPLING,
+        );
+        let key = format!("{COMPACTED_PREFIX}{id}/part-{part:05}.episodes.arrow");
+        bases.push(write_base(store, &key, &df, &meta)?);
     }
 
     let pointer = Compaction {
@@ -236,6 +302,7 @@ pub fn compact_with(
         rows,
         newest_ingested_at_ns: newest,
         sorted_by: SORT_COLUMNS.map(String::from).to_vec(),
+        bases,
     };
     let json = serde_json::to_vec_pretty(&pointer).map_err(|e| CurateError::BadCompaction {
         key: store.object_uri(POINTER_KEY),

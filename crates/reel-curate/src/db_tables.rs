@@ -193,7 +193,7 @@ fn latest_changes(
             .map_err(CurateError::Query)?
             .lazy());
     }
-    let log = warehouse.scan_parts(keys.iter().copied(), None, true)?;
+    let log = warehouse.scan_parts(keys.iter().copied(), None, true, None)?;
     // Rows after the table's last truncate (every row when it has none), in the same
     // scan: the aggregates are taken over the whole log before the filter applies. A
     // truncate and the rows its transaction inserts after it share the commit's LSN, so

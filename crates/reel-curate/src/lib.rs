@@ -29,6 +29,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+mod by_position;
 pub mod compact;
 pub mod db_tables;
 mod episodes_schema;
@@ -243,8 +244,17 @@ impl Warehouse {
         &self,
         keys: impl Iterator<Item = &'a str>,
     ) -> Result<LazyFrame, CurateError> {
+        self.scan_log_numbered(keys, None)
+    }
+
+    /// [`Warehouse::scan_log`], each row numbered in `row_index` (from its offset on).
+    pub(crate) fn scan_log_numbered<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a str>,
+        row_index: Option<RowIndex>,
+    ) -> Result<LazyFrame, CurateError> {
         let schema = episodes_schema::episodes_schema().map_err(CurateError::Query)?;
-        self.scan_parts(keys, Some(schema), true)
+        self.scan_parts(keys, Some(schema), true, row_index)
     }
 
     /// The rows of the given Parquet objects, in `schema` or else the first object's; with
@@ -254,6 +264,7 @@ impl Warehouse {
         keys: impl Iterator<Item = &'a str>,
         schema: Option<SchemaRef>,
         allow_missing_columns: bool,
+        row_index: Option<RowIndex>,
     ) -> Result<LazyFrame, CurateError> {
         let keys: Vec<&str> = keys.collect();
         // Every column lives in the files; partition folders only spread them
@@ -265,6 +276,7 @@ impl Warehouse {
             },
             schema,
             allow_missing_columns,
+            row_index,
             ..ScanArgsParquet::default()
         };
         let sources = match self.store.local_root() {
@@ -292,14 +304,30 @@ impl Warehouse {
 
     /// The `episodes` table: the latest ingestion of each episode.
     pub fn episodes(&self) -> Result<LazyFrame, CurateError> {
+        self.episodes_table(false)
+    }
+
+    /// The `episodes` table; `numbered`, each row also carries its
+    /// [`by_position::POSITION`]: its place in the compaction's bases, or, past their
+    /// rows, in the files ingested since. Only a compaction with bases numbers rows.
+    pub(crate) fn episodes_table(&self, numbered: bool) -> Result<LazyFrame, CurateError> {
         let Some((pointer, delta)) = &self.compaction else {
             return latest_of(self.scan_all()?);
         };
-        let compacted = self.scan_log(pointer.parts.iter().map(String::as_str))?;
+        let numbering = |offset: u64| {
+            numbered.then(|| RowIndex {
+                name: by_position::POSITION.into(),
+                offset: offset as IdxSize,
+            })
+        };
+        let compacted =
+            self.scan_log_numbered(pointer.parts.iter().map(String::as_str), numbering(0))?;
         if delta.is_empty() {
             return Ok(compacted);
         }
-        let newer = self.scan_log(delta.iter().map(String::as_str))?;
+        let base_rows = pointer.bases.iter().map(|b| b.rows).sum();
+        let newer =
+            self.scan_log_numbered(delta.iter().map(String::as_str), numbering(base_rows))?;
         // Newer episodes, each with its id beside its integer key, and the
         // oldest of their ingestions: one read of the newer files.
         const NEWER_ID: &str = "__reel_newer_id";
@@ -362,12 +390,21 @@ impl Warehouse {
     /// function such as `read_parquet`, another table, a second statement)
     /// is refused before it runs: see [`query_policy`].
     pub fn query_lazy(&self, sql: &str) -> Result<LazyFrame, CurateError> {
+        self.query_table(sql, self.episodes()?)
+    }
+
+    /// Plans `sql` over `episodes` as the table of that name (and the database's tables).
+    pub(crate) fn query_table(
+        &self,
+        sql: &str,
+        episodes: LazyFrame,
+    ) -> Result<LazyFrame, CurateError> {
         let db_names = self.db.names();
         let mut tables = vec![EPISODES_TABLE];
         tables.extend(db_names.iter().map(String::as_str));
         let named = query_policy::check_query(sql, &tables)?;
         let mut context = SQLContext::new();
-        context.register(EPISODES_TABLE, self.episodes()?);
+        context.register(EPISODES_TABLE, episodes);
         // Only the tables the query names: each costs a scan of its change log.
         for (name, frame) in self
             .db
@@ -423,6 +460,12 @@ pub struct CurationSummary {
     pub rows: usize,
     pub samples: u64,
     pub snapshot: String,
+    /// Whether the manifest is a selection of the compaction's bases (format version 3)
+    /// rather than a copy of every row.
+    pub selection: bool,
+    /// Files written beside the manifest that it names (a selection's episodes ingested
+    /// since the compaction): they go wherever it goes.
+    pub beside: Vec<std::path::PathBuf>,
 }
 
 /// Columns the manifest takes from the query's result.
@@ -451,6 +494,10 @@ pub struct CurationOptions {
     /// Keep every row's path in a `uri` column even where one template gives them all
     /// (for readers of format version 1; a third more bytes).
     pub uri_column: bool,
+    /// Write a selection of the compaction's bases (format version 3, 16 bytes an episode)
+    /// where the warehouse and the query allow it, and a self-contained manifest where
+    /// not: for curations of many episodes, which then need no copy of their rows.
+    pub by_position: bool,
 }
 
 impl CurationOptions {
@@ -466,6 +513,14 @@ impl CurationOptions {
     pub fn with_uri_column(self) -> Self {
         Self {
             uri_column: true,
+            ..self
+        }
+    }
+
+    /// These options, writing a selection of the compaction's bases where it can.
+    pub fn by_position(self) -> Self {
+        Self {
+            by_position: true,
             ..self
         }
     }
@@ -492,6 +547,12 @@ pub fn curate_to_manifest_with(
     output: &Path,
     options: CurationOptions,
 ) -> Result<CurationSummary, CurateError> {
+    if options.by_position
+        && !options.uri_column
+        && let Some(summary) = by_position::curate(warehouse, sql, sampling, output, options)?
+    {
+        return Ok(summary);
+    }
     // Keep only what the manifest needs, so the scan reads only those columns.
     let mut lf = warehouse.query_lazy(sql)?;
     let schema = lf.collect_schema().map_err(CurateError::Query)?;
@@ -513,6 +574,8 @@ pub fn curate_to_manifest_with(
         rows,
         samples,
         snapshot,
+        selection: false,
+        beside: Vec::new(),
     })
 }
 

@@ -131,6 +131,48 @@ fn check_cases(warehouse: &Warehouse, latest: &[Row], dir: &Path) {
             .map(|r| rule.num_samples(r.start_ns, r.end_ns))
             .sum();
         assert_eq!(m.num_samples(), samples, "{sql}");
+
+        // By position: a selection of the compaction's bases wherever there is a
+        // current compaction, reading exactly as the manifest of copied rows.
+        let by_position = dir.join(format!("p{i}.arrow"));
+        let options = CurationOptions::default().by_position();
+        let summary = curate_to_manifest_with(warehouse, sql, rule, &by_position, options)
+            .unwrap_or_else(|e| panic!("{sql} by position: {e}"));
+        let compacted = matches!(
+            warehouse.compaction_state(),
+            CompactionState::Current { .. }
+        );
+        assert_eq!(summary.selection, compacted, "{sql}");
+        let selection = Manifest::open(&by_position).expect("opens");
+        assert_eq!(selection.is_selection(), compacted);
+        assert_eq!(
+            summary.beside.len(),
+            selection.bases().filter(|b| !b.location.contains('/')).count()
+        );
+        assert_same_episodes(&selection, &m, sql);
+    }
+}
+
+/// `a` and `b` hold the same episodes in the same order, with the same samples.
+fn assert_same_episodes(a: &Manifest, b: &Manifest, sql: &str) {
+    assert_eq!((a.len(), a.num_samples()), (b.len(), b.num_samples()), "{sql}");
+    for (x, y) in a.episodes().zip(b.episodes()) {
+        assert_eq!(x.episode_id().expect("id"), y.episode_id().expect("id"), "{sql}");
+        assert_eq!(x.uri().expect("uri"), y.uri().expect("uri"), "{sql}");
+        assert_eq!(
+            (x.start_ns(), x.end_ns(), x.bytes(), x.digest()),
+            (y.start_ns(), y.end_ns(), y.bytes(), y.digest()),
+            "{sql}"
+        );
+        assert_eq!(
+            (x.num_samples(), x.sample_offset()),
+            (y.num_samples(), y.sample_offset()),
+            "{sql}"
+        );
+    }
+    for i in (0..a.num_samples()).step_by(97) {
+        let (s, t) = (a.sample(i).expect("sample"), b.sample(i).expect("sample"));
+        assert_eq!((s.episode.row(), s.time_ns), (t.episode.row(), t.time_ns), "{sql}");
     }
 }
 
@@ -643,6 +685,19 @@ fn an_s3_warehouse_gives_the_same_manifest() {
     assert_eq!(in_order(&a), in_order(&b));
     assert_eq!(manifest_ids(&a), manifest_ids(&b));
     assert_eq!(local.snapshot_id(), remote.snapshot_id());
+
+    // By position, the remote selection points at the bases in the store by their
+    // object URIs, and reads as the local one.
+    let options = CurationOptions::default().by_position();
+    let c = dir.path().join("c.arrow");
+    let summary = curate_to_manifest_with(&remote, sql, rule, &c, options).expect("s3");
+    assert!(summary.selection);
+    let node = tempfile::tempdir().expect("tempdir");
+    let selection =
+        reel_manifest::open_uri_with(c.to_str().expect("utf-8"), node.path(), &server.options())
+            .expect("opens, fetching its bases");
+    assert!(selection.bases().all(|b| b.location.starts_with("s3://warehouse/wh/compacted/")));
+    assert_same_episodes(&selection, &Manifest::open(&b).expect("opens"), sql);
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -96,13 +96,14 @@ pub fn open_uri_with(
 ) -> Result<Manifest, ManifestError> {
     let (store_uri, key) = reel_io::split_object_uri(uri)?;
     let store = Store::open_with(&store_uri, options)?;
+    // A selection's bases named beside it are beside it in the store too, and remote
+    // ones are fetched with the same credentials.
+    let origin = Origin::Store { uri, dir, options };
     if let Some(root) = store.local_root() {
-        return Manifest::open(root.join(&key));
+        return Manifest::open_from(&root.join(&key), &origin);
     }
     let size = store.len_of(&key)?;
     let timeout = Duration::from_secs(600);
-    // A selection's bases named beside it are beside it in the store too.
-    let origin = Origin::Store { uri, dir, options };
     fetch_once_from(&store, &key, &local_copy(dir, uri, size), timeout, &origin)
 }
 

@@ -1,0 +1,220 @@
+//! Curation by position: the query's episodes written as a selection (manifest format
+//! version 3) of the compaction's base manifests, instead of a copy of every row.
+//!
+//! A compaction writes each of its parts' rows once as a manifest (its bases). The
+//! `episodes` table then numbers every compacted row by its place in those bases, so a
+//! curation needs only the query's filter columns and that number: it writes 16 bytes
+//! a selected episode, where a self-contained manifest copies 83. Episodes ingested
+//! since the compaction are not in its bases; the ones the query selects are written
+//! once more as a small manifest beside the selection, which names it as its last base.
+
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+use reel_manifest::{BaseRef, Manifest, ManifestMeta, Picks, SamplingRule, write_selection};
+
+use crate::{CurateError, CurationOptions, CurationSummary, DIGEST, NEEDED, Warehouse};
+
+/// The hidden column of the numbered `episodes` table: a compacted row's place in the
+/// compaction's bases taken in order; past their rows, a newer row's place in the files
+/// ingested since (those rows, not yet deduplicated, in order).
+pub(crate) const POSITION: &str = "__reel_position";
+
+/// Runs `sql` and writes its episodes at `output` as a selection of the compaction's
+/// bases. `None` when the warehouse cannot address its rows by position (no current
+/// compaction, or one written before compactions wrote bases) or the query's result
+/// does not keep the table's rows whole (its position column is gone): nothing is
+/// written then.
+pub(crate) fn curate(
+    warehouse: &Warehouse,
+    sql: &str,
+    sampling: SamplingRule,
+    output: &Path,
+    options: CurationOptions,
+) -> Result<Option<CurationSummary>, CurateError> {
+    let Some((pointer, delta)) = warehouse.compaction() else {
+        return Ok(None);
+    };
+    if pointer.bases.is_empty() || pointer.bases.len() != pointer.parts.len() {
+        return Ok(None);
+    }
+    let mut lf = warehouse.query_table(sql, warehouse.episodes_table(true)?)?;
+    let schema = lf.collect_schema().map_err(CurateError::Query)?;
+    if schema.get(POSITION).is_none() {
+        return Ok(None);
+    }
+    let picked = lf
+        .select([col(POSITION).cast(DataType::UInt64)])
+        .collect()
+        .map_err(CurateError::Query)?;
+    let picked = crate::numbers(POSITION, picked.column(POSITION).and_then(|c| c.u64()))?;
+    let picked = crate::slice(POSITION, &picked)?;
+    if picked.is_empty() && !options.allow_empty {
+        return Err(CurateError::NoEpisodes);
+    }
+
+    // The compaction's bases, mapped (fetched once per node from a remote warehouse):
+    // every selected episode's times come from the rows the selection will point at.
+    let store = warehouse.store();
+    let mut bases = Vec::with_capacity(pointer.bases.len() + 1);
+    let mut refs = Vec::with_capacity(pointer.bases.len() + 1);
+    for base in &pointer.bases {
+        let location = match store.local_root() {
+            Some(root) => root.join(&base.key).to_string_lossy().into_owned(),
+            None => store.object_uri(&base.key),
+        };
+        let base_ref = BaseRef {
+            location,
+            content_hash: base.content_hash.clone(),
+            rows: base.rows,
+        };
+        bases.push(open_base(store, &base.key, &base_ref)?);
+        refs.push(base_ref);
+    }
+    let compacted_rows: u64 = refs.iter().map(|b| b.rows).sum();
+
+    // Episodes ingested since: the selected ones, written beside the selection.
+    let mut newer_rows: Vec<u64> = picked
+        .iter()
+        .filter(|&&p| p >= compacted_rows)
+        .map(|&p| p - compacted_rows)
+        .collect();
+    newer_rows.sort_unstable();
+    newer_rows.dedup();
+    let meta = ManifestMeta::new(sql, warehouse.snapshot_id(), sampling);
+    let mut beside = Vec::new();
+    if !newer_rows.is_empty() {
+        let path = write_newer(warehouse, delta, &newer_rows, &meta, output)?;
+        let newer = Manifest::open(&path)?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        refs.push(BaseRef::to(&newer, name));
+        bases.push(newer);
+        beside.push(path);
+    }
+
+    let base_starts: Vec<u64> = std::iter::once(0)
+        .chain(refs.iter().scan(0, |sum, b| {
+            *sum += b.rows;
+            Some(*sum)
+        }))
+        .collect();
+    let mut positions = Vec::with_capacity(picked.len());
+    let (mut starts, mut ends) = (
+        Vec::with_capacity(picked.len()),
+        Vec::with_capacity(picked.len()),
+    );
+    for &p in picked {
+        let position = if p < compacted_rows {
+            p
+        } else {
+            // Its place among the newer rows written beside.
+            let j = newer_rows.partition_point(|&r| r < p - compacted_rows) as u64;
+            compacted_rows + j
+        };
+        let b = base_starts.partition_point(|&s| s <= position) - 1;
+        let row = usize::try_from(position - base_starts[b]).unwrap_or(usize::MAX);
+        let episode = bases
+            .get(b)
+            .ok_or(reel_manifest::ManifestError::RowOutOfRange {
+                row,
+                rows: 0,
+            })?
+            .episode(row)?;
+        positions.push(position);
+        starts.push(episode.start_ns());
+        ends.push(episode.end_ns());
+    }
+    let picks = Picks {
+        positions: &positions,
+        start_ns: &starts,
+        end_ns: &ends,
+    };
+    let (rows, samples) = write_selection(output, &meta, &refs, picks)?;
+    Ok(Some(CurationSummary {
+        rows,
+        samples,
+        snapshot: meta.warehouse_snapshot,
+        selection: true,
+        beside,
+    }))
+}
+
+/// Maps the compaction base `key` of `store`, fetching a remote one once per node.
+fn open_base(store: &reel_io::Store, key: &str, base: &BaseRef) -> Result<Manifest, CurateError> {
+    let manifest = match store.local_root() {
+        Some(root) => Manifest::open(root.join(key))?,
+        None => {
+            let size = store
+                .len_of(key)
+                .map_err(|e| crate::store_error(store, e))?;
+            let local = reel_manifest::local_copy(
+                &reel_manifest::node_manifest_dir(),
+                &base.location,
+                size,
+            );
+            let timeout = std::time::Duration::from_secs(600);
+            reel_manifest::fetch_once(store, key, &local, timeout)?
+        }
+    };
+    if manifest.content_hash() != base.content_hash || manifest.len() as u64 != base.rows {
+        return Err(CurateError::BadCompaction {
+            key: base.location.clone(),
+            reason: format!(
+                "its base manifest holds {} rows with content hash {}; the pointer names {} rows, {}",
+                manifest.len(),
+                manifest.content_hash(),
+                base.rows,
+                base.content_hash
+            ),
+        });
+    }
+    Ok(manifest)
+}
+
+/// Writes the rows `rows` (places in the files ingested since the compaction, ascending)
+/// as a manifest beside `output`, named by its content: `<stem>.newer-<hash>.arrow`.
+fn write_newer(
+    warehouse: &Warehouse,
+    delta: &[String],
+    rows: &[u64],
+    meta: &ManifestMeta,
+    output: &Path,
+) -> Result<PathBuf, CurateError> {
+    let mut columns: Vec<Expr> = NEEDED.map(col).to_vec();
+    let newer = warehouse.scan_log(delta.iter().map(String::as_str))?;
+    if newer
+        .clone()
+        .collect_schema()
+        .map_err(CurateError::Query)?
+        .get(DIGEST)
+        .is_some()
+    {
+        columns.push(col(DIGEST));
+    }
+    let all = newer
+        .select(columns)
+        .collect()
+        .map_err(CurateError::Query)?;
+    let take: Vec<IdxSize> = rows.iter().map(|&r| r as IdxSize).collect();
+    let picked = all
+        .take(&IdxCa::from_vec(POSITION.into(), take))
+        .map_err(CurateError::Query)?;
+    let stem = output
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "manifest".into());
+    let unnamed = output.with_file_name(format!("{stem}.newer.arrow"));
+    crate::write_frame(&picked, meta, &unnamed, CurationOptions::default())?;
+    let hash = Manifest::open(&unnamed)?.content_hash().to_string();
+    let digits = hash.trim_start_matches("xxh3_128:");
+    let short = digits.get(..16).unwrap_or(digits);
+    let named = output.with_file_name(format!("{stem}.newer-{short}.arrow"));
+    std::fs::rename(&unnamed, &named).map_err(|source| reel_manifest::ManifestError::Io {
+        path: named.clone(),
+        source,
+    })?;
+    Ok(named)
+}
