@@ -58,8 +58,15 @@ pub struct Args {
     allow_empty: bool,
     /// Keep every row's path in a `uri` column, as format 1 manifests have it, even
     /// where one template gives them all (a third more bytes).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "by_position")]
     uri_column: bool,
+    /// Write a selection of the compaction's bases (manifest format 3: 16 bytes an
+    /// episode instead of 83, no copy of their rows) where the warehouse has a current
+    /// compaction and the query keeps the table's rows whole (SELECT *); a
+    /// self-contained manifest where not. Episodes ingested since the compaction are
+    /// written beside it (`<name>.newer-<hash>.arrow`), and go wherever it goes.
+    #[arg(long)]
+    by_position: bool,
 }
 
 /// Runs the query and writes the manifest.
@@ -101,18 +108,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         CurationOptions::default()
     };
-    let options = if args.uri_column {
-        options.with_uri_column()
-    } else {
-        options
+    let options = match (args.uri_column, args.by_position) {
+        (true, _) => options.with_uri_column(),
+        (_, true) => options.by_position(),
+        _ => options,
     };
     let summary = curate_to_manifest_with(&warehouse, &sql, rule, &args.output, options)?;
     if summary.rows == 0 {
         eprintln!("reel-curate: warning: the query selected no episodes; the manifest is empty");
     }
+    if args.by_position && !summary.selection {
+        eprintln!(
+            "reel-curate: no current compaction with bases, or the query does not keep the \
+             table's rows whole: wrote a self-contained manifest"
+        );
+    }
     let seconds = started.elapsed().as_secs_f64();
     if let Some(key) = &args.upload {
         let store = reel_io::Store::open(args.store.as_deref().unwrap_or(&args.warehouse))?;
+        // What the manifest names beside it goes first: a reader never finds it without.
+        let folder = key.rsplit_once('/').map_or("", |(folder, _)| folder);
+        for file in &summary.beside {
+            let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = name.context("a file beside the manifest has no name")?;
+            let bytes =
+                std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+            let beside_key = match folder {
+                "" => name,
+                folder => format!("{folder}/{name}"),
+            };
+            store.write_atomic(&beside_key, bytes)?;
+        }
         let bytes = std::fs::read(&args.output)
             .with_context(|| format!("reading {}", args.output.display()))?;
         store.write_atomic(key, bytes)?;
@@ -135,6 +161,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "rows": summary.rows,
             "samples": summary.samples,
             "snapshot": summary.snapshot,
+            "selection": summary.selection,
+            "beside": summary.beside,
             "seconds": seconds,
         })
     );

@@ -73,4 +73,62 @@ fn compact_then_curate() {
     assert!(json["snapshot"].as_str().expect("snapshot").ends_with(id));
     assert_eq!(episode_ids(&compacted), episode_ids(&from_log));
     assert!(!episode_ids(&compacted).is_empty());
+
+    // Episodes 350..400 re-ingested since, then curated by position and uploaded: the
+    // selection and the newer rows beside it land side by side in the store.
+    std::fs::write(
+        episodes.join("part-2.parquet"),
+        reel_curate::synthetic::parquet_file_ingested_at(5, 350..400, 3, Some(i64::MAX / 2))
+            .expect("encodes"),
+    )
+    .expect("writes");
+    let selected = dir.path().join("selected.arrow");
+    let out = selected.to_str().expect("utf-8");
+    let store = dir.path().join("runs");
+    let (json, stderr) = run(
+        curate,
+        &[
+            "--warehouse",
+            warehouse,
+            "--sql",
+            sql,
+            "-o",
+            out,
+            "--by-position",
+            "--upload",
+            "42/train.arrow",
+            "--store",
+            store.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(json["selection"], true, "{stderr}");
+    let beside = json["beside"].as_array().expect("beside");
+    assert_eq!(beside.len(), 1, "{json}");
+    let plain = dir.path().join("plain.arrow");
+    let plain_out = plain.to_str().expect("utf-8");
+    let (plain_json, _) = run(
+        curate,
+        &["--warehouse", warehouse, "--sql", sql, "-o", plain_out],
+    );
+    assert_eq!(json["rows"], plain_json["rows"]);
+    assert_eq!(json["samples"], plain_json["samples"]);
+    let uploaded = Manifest::open(store.join("42/train.arrow")).expect("opens the upload");
+    assert!(uploaded.is_selection());
+    let local = Manifest::open(&selected).expect("opens");
+    assert_eq!(uploaded.content_hash(), local.content_hash());
+    let in_order = |m: &Manifest| -> Vec<(String, i64, u64)> {
+        m.episodes()
+            .map(|e| {
+                (
+                    e.episode_id().expect("id").to_string(),
+                    e.end_ns(),
+                    e.sample_offset(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        in_order(&uploaded),
+        in_order(&Manifest::open(&plain).expect("opens"))
+    );
 }

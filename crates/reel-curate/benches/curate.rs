@@ -3,7 +3,10 @@
 //! ingest log (latest-version dedup at query time), from a compaction, and
 //! from a compaction with 1% of the episodes re-ingested since.
 //!
-//! `cargo bench -p reel-curate --bench curate [-- [--skip-log] [--parts N] ROWS...]`;
+//! Each curation is also run by position (a selection of the compaction's bases), side
+//! by side with the self-contained manifest.
+//!
+//! `cargo bench -p reel-curate --bench curate [-- [--skip-log] [--no-recompaction] [--parts N] ROWS...]`;
 //! warehouses are generated once into `$REEL_BENCH_DIR` (default
 //! `~/.cache/reel/bench`), in files of 10^6 rows, or in `N` parts (one per ingest
 //! batch, as a long ingest leaves them before a compaction). The compaction's peak
@@ -98,6 +101,8 @@ fn row(label: &str, rows: u64, mb: f64, selected: usize, times: [Duration; 3]) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let skip_log = args.iter().any(|a| a == "--skip-log");
+    // The recompaction writes a second compaction beside the first: twice the disk.
+    let recompaction = !args.iter().any(|a| a == "--no-recompaction");
     let parts: Option<u64> = args
         .iter()
         .position(|a| a == "--parts")
@@ -136,6 +141,24 @@ fn main() {
                 .expect("curates")
                 .rows
         };
+        let selection = bench_dir().join(format!("selected-{rows}.arrow"));
+        let curate_by_position = |warehouse: &Warehouse| {
+            let options = CurationOptions::default().by_position();
+            let summary = curate_to_manifest_with(warehouse, QUERY, rule, &selection, options)
+                .expect("curates by position");
+            assert!(summary.selection, "a selection of the compaction's bases");
+            let beside: u64 = summary
+                .beside
+                .iter()
+                .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+                .sum();
+            for file in &summary.beside {
+                let _ = std::fs::remove_file(file);
+            }
+            (summary.rows, beside)
+        };
+        let file_mb =
+            |path: &std::path::Path| std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6);
         let log_mb = |w: &Warehouse| w.files().iter().map(|(_, b)| b).sum::<u64>() as f64 / 1e6;
 
         if !skip_log {
@@ -158,6 +181,34 @@ fn main() {
         let (times, selected) = three(|| curate(&Warehouse::open(&uri).expect("opens")));
         let compacted_mb = summary.bytes as f64 / 1e6;
         row("compaction", rows, compacted_mb, selected, times);
+        let manifest_mb = file_mb(&out);
+        let (times, (by_position, _)) =
+            three(|| curate_by_position(&Warehouse::open(&uri).expect("opens")));
+        assert_eq!(by_position, selected);
+        row(
+            "compaction, by position",
+            rows,
+            compacted_mb,
+            selected,
+            times,
+        );
+        eprintln!(
+            "manifest {manifest_mb:.1} MB, selection {:.1} MB",
+            file_mb(&selection)
+        );
+        // What every rank pays to open each (page cache warm): the selection opens its
+        // bases and reads its positions once.
+        for (label, path) in [("manifest", &out), ("selection", &selection)] {
+            let (times, samples) = three(|| {
+                reel_manifest::Manifest::open(path)
+                    .expect("opens")
+                    .num_samples()
+            });
+            eprintln!(
+                "open the {label}: {:.1} ms (median of 3), {samples} samples",
+                times[1].as_secs_f64() * 1e3
+            );
+        }
         // The same curation writing every row's path (format 1's layout), side by side.
         let (times, _) = three(|| {
             let w = Warehouse::open(&uri).expect("opens");
@@ -210,30 +261,44 @@ fn main() {
             selected,
             times,
         );
-        let started = Instant::now();
-        let again = compact(&Warehouse::open(&uri).expect("opens")).expect("compacts");
-        compactions.push((
+        let (times, (by_position, beside)) =
+            three(|| curate_by_position(&Warehouse::open(&uri).expect("opens")));
+        assert_eq!(by_position, selected);
+        row(
+            "compaction + 1% re-ingested since, by position",
             rows,
-            summary,
-            compaction_s,
-            compaction_peak_mib,
-            again,
-            started.elapsed(),
-        ));
+            compacted_mb + delta_mb,
+            selected,
+            times,
+        );
+        eprintln!(
+            "with 1% re-ingested: manifest {:.1} MB, selection {:.1} MB + {:.1} MB beside",
+            file_mb(&out),
+            file_mb(&selection),
+            beside as f64 / 1e6
+        );
+        let again = recompaction.then(|| {
+            let started = Instant::now();
+            let again = compact(&Warehouse::open(&uri).expect("opens")).expect("compacts");
+            (again.id, started.elapsed().as_secs_f64())
+        });
+        compactions.push((rows, summary, compaction_s, compaction_peak_mib, again));
     }
     println!();
     println!(
         "| warehouse rows | compaction | parts | compacted MB | seconds | peak RSS MiB | recompaction with 1% re-ingested | seconds |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for (rows, first, first_s, peak, again, again_t) in compactions {
+    for (rows, first, first_s, peak, again) in compactions {
+        let (again_id, again_s) = match again {
+            Some((id, s)) => (id, format!("{s:.1}")),
+            None => ("not run".into(), "-".into()),
+        };
         println!(
-            "| {rows} | {} | {} | {:.0} | {first_s:.1} | {peak:.0} | {} | {:.1} |",
+            "| {rows} | {} | {} | {:.0} | {first_s:.1} | {peak:.0} | {again_id} | {again_s} |",
             first.id,
             first.parts,
             first.bytes as f64 / 1e6,
-            again.id,
-            again_t.as_secs_f64()
         );
     }
 }

@@ -118,10 +118,7 @@ pub(crate) fn curate(
         let row = usize::try_from(position - base_starts[b]).unwrap_or(usize::MAX);
         let episode = bases
             .get(b)
-            .ok_or(reel_manifest::ManifestError::RowOutOfRange {
-                row,
-                rows: 0,
-            })?
+            .ok_or(reel_manifest::ManifestError::RowOutOfRange { row, rows: 0 })?
             .episode(row)?;
         positions.push(position);
         starts.push(episode.start_ns());

@@ -147,7 +147,10 @@ fn check_cases(warehouse: &Warehouse, latest: &[Row], dir: &Path) {
         assert_eq!(selection.is_selection(), compacted);
         assert_eq!(
             summary.beside.len(),
-            selection.bases().filter(|b| !b.location.contains('/')).count()
+            selection
+                .bases()
+                .filter(|b| !b.location.contains('/'))
+                .count()
         );
         assert_same_episodes(&selection, &m, sql);
     }
@@ -155,9 +158,17 @@ fn check_cases(warehouse: &Warehouse, latest: &[Row], dir: &Path) {
 
 /// `a` and `b` hold the same episodes in the same order, with the same samples.
 fn assert_same_episodes(a: &Manifest, b: &Manifest, sql: &str) {
-    assert_eq!((a.len(), a.num_samples()), (b.len(), b.num_samples()), "{sql}");
+    assert_eq!(
+        (a.len(), a.num_samples()),
+        (b.len(), b.num_samples()),
+        "{sql}"
+    );
     for (x, y) in a.episodes().zip(b.episodes()) {
-        assert_eq!(x.episode_id().expect("id"), y.episode_id().expect("id"), "{sql}");
+        assert_eq!(
+            x.episode_id().expect("id"),
+            y.episode_id().expect("id"),
+            "{sql}"
+        );
         assert_eq!(x.uri().expect("uri"), y.uri().expect("uri"), "{sql}");
         assert_eq!(
             (x.start_ns(), x.end_ns(), x.bytes(), x.digest()),
@@ -172,7 +183,11 @@ fn assert_same_episodes(a: &Manifest, b: &Manifest, sql: &str) {
     }
     for i in (0..a.num_samples()).step_by(97) {
         let (s, t) = (a.sample(i).expect("sample"), b.sample(i).expect("sample"));
-        assert_eq!((s.episode.row(), s.time_ns), (t.episode.row(), t.time_ns), "{sql}");
+        assert_eq!(
+            (s.episode.row(), s.time_ns),
+            (t.episode.row(), t.time_ns),
+            "{sql}"
+        );
     }
 }
 
@@ -696,7 +711,11 @@ fn an_s3_warehouse_gives_the_same_manifest() {
     let selection =
         reel_manifest::open_uri_with(c.to_str().expect("utf-8"), node.path(), &server.options())
             .expect("opens, fetching its bases");
-    assert!(selection.bases().all(|b| b.location.starts_with("s3://warehouse/wh/compacted/")));
+    assert!(
+        selection
+            .bases()
+            .all(|b| b.location.starts_with("s3://warehouse/wh/compacted/"))
+    );
     assert_same_episodes(&selection, &Manifest::open(&b).expect("opens"), sql);
 }
 

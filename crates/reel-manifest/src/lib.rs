@@ -12,6 +12,12 @@
 //! by binary search over the cumulative offsets; [`Manifest::shard`] gives
 //! each rank a disjoint, complete slice of the sample space.
 //!
+//! A selection ([`write_selection`], format version 3) holds, instead of its
+//! episodes, their positions in base manifests it names (16 bytes a row instead
+//! of about 83): a curation of millions of episodes out of a compacted warehouse
+//! points into the manifests the compaction wrote once. [`Manifest::open`] opens
+//! its bases with it and reads it like any manifest.
+//!
 //! This crate reads and writes manifests with arrow-rs alone; building one
 //! from SQL lives in `reel-curate`, which is the only crate that links polars.
 //!

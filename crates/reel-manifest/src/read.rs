@@ -158,8 +158,8 @@ impl Manifest {
                 .map_err(|e| ManifestError::corrupt(&path, format!("unreadable schema: {e}")))?,
         );
         let meta = parse_meta(&path, schema.metadata())?;
-        let selection = schema.metadata().get(keys::VERSION).map(String::as_str)
-            == Some(SELECTION_VERSION);
+        let selection =
+            schema.metadata().get(keys::VERSION).map(String::as_str) == Some(SELECTION_VERSION);
         let layout: Vec<(DataType, usize)> = if selection {
             SELECTION_LAYOUT.to_vec()
         } else {

@@ -54,6 +54,17 @@ fn bases_text(bases: &[BaseRef]) -> String {
         .join("\n")
 }
 
+/// A base location a selection may name: ending in `.arrow`, and an object URI, an
+/// absolute path, or a plain name beside the selection. The name has no folder of its
+/// own, so no selection can make a reader climb out of its folder by a relative path.
+fn valid_location(location: &str) -> bool {
+    let path = location.split('?').next().unwrap_or_default();
+    path.ends_with(".arrow")
+        && (location.contains("://")
+            || Path::new(location).is_absolute()
+            || !(location.contains(['/', '\\']) || location.starts_with('.')))
+}
+
 pub(crate) fn parse_bases(path: &Path, text: &str) -> Result<Vec<BaseRef>, ManifestError> {
     text.lines()
         .map(|line| {
@@ -61,6 +72,7 @@ pub(crate) fn parse_bases(path: &Path, text: &str) -> Result<Vec<BaseRef>, Manif
             let rows = fields.next().and_then(|r| r.parse().ok());
             let hash = fields.next().filter(|h| h.starts_with("xxh3_128:"));
             let location = fields.next().filter(|l| !l.is_empty());
+            let location = location.filter(|l| valid_location(l));
             match (rows, hash, location) {
                 (Some(rows), Some(hash), Some(location)) => Ok(BaseRef {
                     location: location.to_string(),
@@ -69,7 +81,11 @@ pub(crate) fn parse_bases(path: &Path, text: &str) -> Result<Vec<BaseRef>, Manif
                 }),
                 _ => Err(ManifestError::corrupt(
                     path,
-                    format!("{} line {line:?} is not `rows hash location`", keys::BASES),
+                    format!(
+                        "{} line {line:?} is not `rows hash location` (a location ending in \
+                         .arrow: a name beside the selection, an absolute path or an object URI)",
+                        keys::BASES
+                    ),
                 )),
             }
         })
@@ -127,7 +143,11 @@ pub(crate) fn open_base(
     let problem = if opened.is_selection() {
         Some("is itself a selection".to_string())
     } else if opened.len() as u64 != base.rows {
-        Some(format!("has {} rows, the selection names {}", opened.len(), base.rows))
+        Some(format!(
+            "has {} rows, the selection names {}",
+            opened.len(),
+            base.rows
+        ))
     } else if opened.content_hash() != base.content_hash {
         Some(format!(
             "has content hash {}, the selection names {}: it was rewritten since",
@@ -191,6 +211,16 @@ pub fn write_selection(
         return Err(ManifestError::InvalidRow {
             row: 0,
             reason: "a selection needs a base".into(),
+        });
+    }
+    if let Some(bad) = bases.iter().find(|b| !valid_location(&b.location)) {
+        return Err(ManifestError::InvalidRow {
+            row: 0,
+            reason: format!(
+                "base location {:?} is not a name beside the selection, an absolute path or \
+                 an object URI ending in .arrow",
+                bad.location
+            ),
         });
     }
     check_positions(picks.positions, bases.iter().map(|b| b.rows).sum())?;

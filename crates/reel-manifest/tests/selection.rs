@@ -19,7 +19,10 @@ const RULE: SamplingRule = SamplingRule {
 /// sample, in record batches of 7 rows.
 fn write_base(path: &Path, prefix: &str, n: usize) -> Manifest {
     let ids: Vec<String> = (0..n).map(|i| format!("{prefix}-{i:04}")).collect();
-    let uris: Vec<String> = ids.iter().map(|id| format!("canonical/{id}.mcap")).collect();
+    let uris: Vec<String> = ids
+        .iter()
+        .map(|id| format!("canonical/{id}.mcap"))
+        .collect();
     let meta = ManifestMeta {
         uri_template: UriTemplate::of(&uris[0], &ids[0]),
         // The base's own rule is not the selection's: a selection samples by its own.
@@ -83,7 +86,10 @@ fn select(path: &Path, bases: &[(&Manifest, &str)], positions: &[u64]) -> (usize
         .iter()
         .map(|&p| all[p as usize].start_ns())
         .collect();
-    let ends: Vec<i64> = positions.iter().map(|&p| all[p as usize].end_ns()).collect();
+    let ends: Vec<i64> = positions
+        .iter()
+        .map(|&p| all[p as usize].end_ns())
+        .collect();
     let refs: Vec<BaseRef> = bases
         .iter()
         .map(|(b, location)| BaseRef::to(b, *location))
@@ -145,7 +151,10 @@ fn a_selection_reads_as_the_manifest_of_the_rows_it_picks_across_two_bases() {
         &dir.path().join("sel.arrow"),
         // One base by absolute path, one by a name beside the selection.
         &[
-            (&compacted, dir.path().join("compacted.arrow").to_str().expect("utf-8")),
+            (
+                &compacted,
+                dir.path().join("compacted.arrow").to_str().expect("utf-8"),
+            ),
             (&newer, "newer.arrow"),
         ],
         &positions,
@@ -153,7 +162,11 @@ fn a_selection_reads_as_the_manifest_of_the_rows_it_picks_across_two_bases() {
     let selection = Manifest::open(dir.path().join("sel.arrow")).expect("opens");
     assert!(selection.is_selection());
     assert_eq!(selection.bases().count(), 2);
-    let copy = write_copy(&dir.path().join("copy.arrow"), &[&compacted, &newer], &positions);
+    let copy = write_copy(
+        &dir.path().join("copy.arrow"),
+        &[&compacted, &newer],
+        &positions,
+    );
     assert!(!copy.is_selection());
     assert_eq!(written, (copy.len(), copy.num_samples()));
     assert!(selection.num_samples() > 0);
@@ -176,7 +189,10 @@ fn a_selection_reads_as_the_manifest_of_the_rows_it_picks_across_two_bases() {
 fn an_empty_selection_opens_with_no_samples() {
     let dir = tempfile::tempdir().expect("tempdir");
     let base = write_base(&dir.path().join("b.arrow"), "ep", 5);
-    assert_eq!(select(&dir.path().join("s.arrow"), &[(&base, "b.arrow")], &[]), (0, 0));
+    assert_eq!(
+        select(&dir.path().join("s.arrow"), &[(&base, "b.arrow")], &[]),
+        (0, 0)
+    );
     let s = Manifest::open(dir.path().join("s.arrow")).expect("opens");
     assert_eq!((s.len(), s.num_samples()), (0, 0));
     assert!(s.sample(0).is_err());
@@ -214,6 +230,69 @@ fn positions_outside_the_bases_or_picked_twice_are_refused_and_nothing_is_writte
 }
 
 #[test]
+fn a_base_named_by_a_relative_path_with_a_folder_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = write_base(&dir.path().join("b.arrow"), "ep", 4);
+    let meta = ManifestMeta::new("q", "s", RULE);
+    let times = [0i64];
+    for location in ["../b.arrow", "sub/b.arrow", ".b.arrow", "b.parquet"] {
+        let picks = Picks {
+            positions: &[0],
+            start_ns: &times,
+            end_ns: &times,
+        };
+        let refs = [BaseRef::to(&base, location)];
+        let err =
+            write_selection(dir.path().join("s.arrow"), &meta, &refs, picks).expect_err("refused");
+        assert!(
+            err.to_string().contains("base location"),
+            "{location}: {err}"
+        );
+    }
+    // Written by hand past the writer's check, it is refused on open.
+    std::fs::copy(dir.path().join("b.arrow"), dir.path().join("abcd.arrow")).expect("copies");
+    std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+    std::fs::copy(
+        dir.path().join("b.arrow"),
+        dir.path().join("sub/abcd.arrow"),
+    )
+    .expect("copies");
+    select(
+        &dir.path().join("sub/s.arrow"),
+        &[(&base, "abcd.arrow")],
+        &[0],
+    );
+    assert!(Manifest::open(dir.path().join("sub/s.arrow")).is_ok());
+    let bytes = std::fs::read(dir.path().join("sub/s.arrow")).expect("reads");
+    let hostile = replace_all(&bytes, b" abcd.arrow", b" ../x.arrow");
+    std::fs::write(dir.path().join("sub/h.arrow"), hostile).expect("writes");
+    let err = Manifest::open(dir.path().join("sub/h.arrow")).expect_err("refused");
+    assert!(
+        matches!(err, ManifestError::Corrupt { .. }) && err.to_string().contains("../x.arrow"),
+        "{err}"
+    );
+}
+
+/// `bytes` with every occurrence of `from` replaced by `to` (of the same length).
+fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let mut found = 0;
+    let mut i = 0;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from {
+            out[i..i + from.len()].copy_from_slice(to);
+            found += 1;
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert!(found > 0, "occurs");
+    out
+}
+
+#[test]
 fn a_missing_rewritten_or_short_base_is_named_when_the_selection_opens() {
     let dir = tempfile::tempdir().expect("tempdir");
     let base = write_base(&dir.path().join("b.arrow"), "ep", 12);
@@ -235,7 +314,11 @@ fn a_missing_rewritten_or_short_base_is_named_when_the_selection_opens() {
     // Shorter than named.
     write_base(&dir.path().join("b.arrow"), "ep", 11);
     let err = Manifest::open(&sel).expect_err("short base");
-    assert!(err.to_string().contains("has 11 rows, the selection names 12"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("has 11 rows, the selection names 12"),
+        "{err}"
+    );
 
     // Gone.
     std::fs::remove_file(dir.path().join("b.arrow")).expect("removes");
@@ -266,7 +349,11 @@ fn a_selection_in_an_object_store_fetches_its_bases_once_per_node() {
             .write_atomic(key, bytes)
             .expect("uploads");
     };
-    upload("warehouse", "compacted/c-1/episodes.arrow", "compacted.arrow");
+    upload(
+        "warehouse",
+        "compacted/c-1/episodes.arrow",
+        "compacted.arrow",
+    );
     // The base in the warehouse by its object URI (store URIs carry no credentials),
     // the newer rows beside the selection.
     let base_location = server.uri("reel", "warehouse/compacted/c-1/episodes.arrow");
@@ -278,7 +365,11 @@ fn a_selection_in_an_object_store_fetches_its_bases_once_per_node() {
     );
     upload("runs", "sel.arrow", "sel.arrow");
     upload("runs", "sel.newer.arrow", "newer.arrow");
-    let copy = write_copy(&dir.path().join("copy.arrow"), &[&compacted, &newer], &positions);
+    let copy = write_copy(
+        &dir.path().join("copy.arrow"),
+        &[&compacted, &newer],
+        &positions,
+    );
 
     let node = tempfile::tempdir().expect("tempdir");
     let uri = server.uri("reel", "runs/sel.arrow");

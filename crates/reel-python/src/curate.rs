@@ -11,9 +11,11 @@ use crate::errors::{OrRaise, bad_input};
 /// Arrow IPC manifest at `output` (atomically); anchors every `1/anchor_hz` s with
 /// `before`/`after` seconds of room. A query that selects no episodes raises unless
 /// `allow_empty`; one that selects an episode twice, or reads anything but the warehouse's
-/// tables, raises. Returns `{"rows", "samples", "snapshot", "output"}`.
+/// tables, raises. With `by_position`, writes a selection of the compaction's bases
+/// (format 3, no copy of the rows) where the warehouse and query allow. Returns
+/// `{"rows", "samples", "snapshot", "selection", "output"}`.
 #[pyfunction]
-#[pyo3(signature = (warehouse, sql, output, *, anchor_hz=10.0, before=1.0, after=1.0, allow_empty=false))]
+#[pyo3(signature = (warehouse, sql, output, *, anchor_hz=10.0, before=1.0, after=1.0, allow_empty=false, by_position=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn curate<'py>(
     py: Python<'py>,
@@ -24,6 +26,7 @@ pub fn curate<'py>(
     before: f64,
     after: f64,
     allow_empty: bool,
+    by_position: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !(anchor_hz.is_finite() && anchor_hz > 0.0) || before < 0.0 || after < 0.0 {
         return Err(bad_input(format!(
@@ -39,12 +42,18 @@ pub fn curate<'py>(
         } else {
             CurationOptions::default()
         };
+        let options = if by_position {
+            options.by_position()
+        } else {
+            options
+        };
         curate_to_manifest_with(&warehouse, &sql, rule, &output, options).or_raise()
     })?;
     let dict = pyo3::types::PyDict::new(py);
     dict.set_item("rows", summary.rows)?;
     dict.set_item("samples", summary.samples)?;
     dict.set_item("snapshot", summary.snapshot)?;
+    dict.set_item("selection", summary.selection)?;
     dict.set_item("output", output)?;
     Ok(dict.into_any())
 }

@@ -73,6 +73,30 @@ def test_curate_writes_the_manifest_the_cli_writes(store, tmp_path):
     assert not (tmp_path / "x.arrow").exists()
 
 
+def test_curate_by_position_writes_a_selection_the_loader_reads_alike(store, tmp_path):
+    sql = "SELECT * FROM episodes WHERE episode_id <> '' ORDER BY episode_id"
+    plain, selected = tmp_path / "plain.arrow", tmp_path / "selected.arrow"
+    a = reel.curate(store["dir"], sql, plain)
+    b = reel.curate(store["dir"], sql, selected, by_position=True)
+    assert (a["selection"], b["selection"]) == (False, True)
+    assert (a["rows"], a["samples"]) == (b["rows"], b["samples"])
+    # pyarrow reads the selection as format 3: positions and sample offsets only.
+    table = pyarrow.ipc.open_file(str(selected)).read_all()
+    assert table.column_names == ["row", "sample_offset"]
+    assert table.schema.metadata[b"reel.manifest.version"] == b"3"
+    bases = table.schema.metadata[b"reel.manifest.bases"].decode().splitlines()
+    assert len(bases) >= 1 and all(line.split(" ")[2].endswith(".episodes.arrow") for line in bases)
+    offsets = pyarrow.ipc.open_file(str(plain)).read_all().column("sample_offset")
+    assert table.column("sample_offset").equals(offsets)
+    ours = list(reel.Loader(selected, store["spec"], store["dir"], batch_size=4))
+    theirs = list(reel.Loader(plain, store["spec"], store["dir"], batch_size=4))
+    assert len(ours) == len(theirs) > 0
+    for x, y in zip(ours, theirs):
+        assert x.keys() == y.keys()
+        for name in y:
+            np.testing.assert_array_equal(x[name], y[name])
+
+
 def test_curate_reads_only_the_warehouse_and_refuses_odd_results(store, tmp_path):
     out = tmp_path / "x.arrow"
     outside = f"SELECT * FROM read_parquet('{store['dir']}/episodes/**/*.parquet')"

@@ -112,6 +112,7 @@ def curate(
     before: float = 1.0,
     after: float = 1.0,
     allow_empty: bool = False,
+    by_position: bool = False,
 ) -> dict[str, Any]: ...
 def warm(
     manifest: str | PathLike,
