@@ -95,17 +95,22 @@ pub(crate) fn curate(
         beside.push(path);
     }
 
-    let base_starts: Vec<u64> = std::iter::once(0)
-        .chain(refs.iter().scan(0, |sum, b| {
-            *sum += b.rows;
-            Some(*sum)
-        }))
-        .collect();
+    // Every base batch's times, with the position of its first row: picks come mostly in
+    // the bases' order, so each is found in the batch of the one before, not searched.
+    let mut chunks: Vec<(u64, &[i64], &[i64])> = Vec::new();
+    let mut first_of_base = 0u64;
+    for (base, base_ref) in bases.iter().zip(&refs) {
+        for (first, start_ns, end_ns) in base.time_columns() {
+            chunks.push((first_of_base + first as u64, start_ns, end_ns));
+        }
+        first_of_base += base_ref.rows;
+    }
     let mut positions = Vec::with_capacity(picked.len());
     let (mut starts, mut ends) = (
         Vec::with_capacity(picked.len()),
         Vec::with_capacity(picked.len()),
     );
+    let mut chunk = 0;
     for &p in picked {
         let position = if p < compacted_rows {
             p
@@ -114,15 +119,23 @@ pub(crate) fn curate(
             let j = newer_rows.partition_point(|&r| r < p - compacted_rows) as u64;
             compacted_rows + j
         };
-        let b = base_starts.partition_point(|&s| s <= position) - 1;
-        let row = usize::try_from(position - base_starts[b]).unwrap_or(usize::MAX);
-        let episode = bases
-            .get(b)
-            .ok_or(reel_manifest::ManifestError::RowOutOfRange { row, rows: 0 })?
-            .episode(row)?;
+        let inside =
+            |c: &(u64, &[i64], &[i64])| position >= c.0 && position - c.0 < c.1.len() as u64;
+        if !chunks.get(chunk).is_some_and(inside) {
+            chunk = chunks
+                .partition_point(|c| c.0 <= position)
+                .saturating_sub(1);
+        }
+        let Some(&(first, start_ns, end_ns)) = chunks.get(chunk).filter(|c| inside(c)) else {
+            return Err(CurateError::BadCompaction {
+                key: crate::compact::POINTER_KEY.to_string(),
+                reason: format!("position {position} is outside the compaction's bases"),
+            });
+        };
+        let at = (position - first) as usize;
         positions.push(position);
-        starts.push(episode.start_ns());
-        ends.push(episode.end_ns());
+        starts.push(start_ns[at]);
+        ends.push(end_ns[at]);
     }
     let picks = Picks {
         positions: &positions,

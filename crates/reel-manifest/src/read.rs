@@ -386,6 +386,24 @@ impl Manifest {
             .sum()
     }
 
+    /// Each record batch's episode times, in order: its first row and its `start_ns` and
+    /// `end_ns` values, borrowed from the mapped file. For walking many rows in order
+    /// without a lookup per row; a selection has none of its own (see its bases).
+    pub fn time_columns(&self) -> impl Iterator<Item = (usize, &[i64], &[i64])> {
+        let own = !self.is_selection();
+        self.columns
+            .iter()
+            .zip(&self.column_starts)
+            .filter(move |_| own)
+            .map(|(c, &first)| {
+                (
+                    first,
+                    c.start_ns.values().as_ref(),
+                    c.end_ns.values().as_ref(),
+                )
+            })
+    }
+
     /// Whether this manifest is a selection (format version 3): positions in the base
     /// manifests [`Manifest::bases`] names, not episodes of its own.
     pub fn is_selection(&self) -> bool {
