@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 use reel_manifest::{BaseRef, Manifest, ManifestMeta, Picks, SamplingRule, write_selection};
 
-use crate::{CurateError, CurationOptions, CurationSummary, DIGEST, NEEDED, Warehouse};
+use crate::curation::{DIGEST, NEEDED, numbers, slice};
+use crate::{CurateError, CurationOptions, CurationSummary, Warehouse};
 
 /// The hidden column of the numbered `episodes` table: a compacted row's place in the
 /// compaction's bases taken in order; past their rows, a newer row's place in the files
@@ -47,8 +48,8 @@ pub(crate) fn curate(
         .select([col(POSITION).cast(DataType::UInt64)])
         .collect()
         .map_err(CurateError::Query)?;
-    let picked = crate::numbers(POSITION, picked.column(POSITION).and_then(|c| c.u64()))?;
-    let picked = crate::slice(POSITION, &picked)?;
+    let picked = numbers(POSITION, picked.column(POSITION).and_then(|c| c.u64()))?;
+    let picked = slice(POSITION, &picked)?;
     if picked.is_empty() && !options.allow_empty {
         return Err(CurateError::NoEpisodes);
     }

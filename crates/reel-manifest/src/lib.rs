@@ -47,6 +47,7 @@ pub mod changes;
 mod error;
 mod fetch;
 mod hash;
+mod layout;
 mod read;
 mod select;
 #[cfg(feature = "warehouse")]

@@ -1,19 +1,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{
-    Array, ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
-};
+use arrow_array::{Int64Array, StringArray, UInt32Array, UInt64Array};
 use arrow_buffer::Buffer;
 use arrow_ipc::convert::try_fb_to_schema;
 use arrow_ipc::reader::{FileDecoder, read_footer_length};
 use arrow_schema::DataType;
 
+use crate::layout::{LAYOUT, URI_POSITION, check_batch_header, column, parse_meta};
 use crate::select::{BaseRef, Origin, SELECTION_LAYOUT, open_base, parse_bases};
-use crate::{
-    EPISODE_ID_PLACEHOLDER, FORMAT_VERSION, ManifestError, ManifestMeta, READABLE_VERSIONS,
-    SELECTION_VERSION, SamplingRule, UriTemplate, columns as col, keys,
-};
+use crate::{ManifestError, ManifestMeta, SELECTION_VERSION, columns as col, keys};
 
 /// An episode's columns for one record batch, borrowed from the mapped file.
 #[derive(Debug, Clone)]
@@ -67,41 +63,6 @@ pub struct Manifest {
     content_hash: std::sync::OnceLock<String>,
     /// The whole mapped file, for that computation.
     buffer: Buffer,
-}
-
-fn column<T: 'static + Clone>(
-    path: &Path,
-    batch: &RecordBatch,
-    name: &'static str,
-    want: &DataType,
-) -> Result<T, ManifestError> {
-    let problem = |problem: String| ManifestError::Column {
-        path: path.to_path_buf(),
-        column: name,
-        problem,
-    };
-    let array: &ArrayRef = batch
-        .column_by_name(name)
-        .ok_or_else(|| problem("is missing".into()))?;
-    if array.data_type() != want {
-        return Err(problem(format!(
-            "has type {}, expected {want}",
-            array.data_type()
-        )));
-    }
-    if array.null_count() != 0 {
-        return Err(problem(format!("has {} nulls", array.null_count())));
-    }
-    // Structural check only (buffer sizes): O(1), unlike full validation.
-    array
-        .to_data()
-        .validate()
-        .map_err(|e| problem(e.to_string()))?;
-    array
-        .as_any()
-        .downcast_ref::<T>()
-        .cloned()
-        .ok_or_else(|| problem("cannot be read".into()))
 }
 
 impl Manifest {
@@ -517,169 +478,6 @@ impl Manifest {
             end,
         })
     }
-}
-
-/// Where `uri` sits in [`LAYOUT`].
-const URI_POSITION: usize = 1;
-
-/// Arrow types of the manifest's columns, in file order, with the byte width
-/// of their values (0 for strings). `uri` may be left out (a template instead), and
-/// `digest` (format version 2 on).
-const LAYOUT: [(DataType, usize); 11] = [
-    (DataType::Utf8, 0),
-    (DataType::Utf8, 0),
-    (DataType::Int64, 8),
-    (DataType::Int64, 8),
-    (DataType::UInt64, 8),
-    (DataType::UInt32, 4),
-    (DataType::UInt32, 4),
-    (DataType::UInt32, 4),
-    (DataType::UInt64, 8),
-    (DataType::UInt64, 8),
-    (DataType::UInt64, 8),
-];
-
-/// Checks a record batch's header against the manifest layout before the
-/// unvalidated decode: every column's length, no nulls, no compression, and
-/// every buffer inside the body and large enough for its values. O(columns).
-fn check_batch_header(
-    path: &Path,
-    data: &[u8],
-    meta_len: usize,
-    body_len: usize,
-    layout: &[(DataType, usize)],
-) -> Result<(), ManifestError> {
-    let corrupt = |reason: String| ManifestError::corrupt(path, reason);
-    if meta_len < 8 || meta_len > data.len() || data.len() - meta_len < body_len {
-        return Err(corrupt(format!(
-            "record batch header of {meta_len} bytes does not fit its block"
-        )));
-    }
-    let header = &data[..meta_len];
-    let flatbuffer = if header[..4] == [0xff; 4] {
-        &header[8..]
-    } else {
-        &header[4..]
-    };
-    let message = arrow_ipc::root_as_message(flatbuffer)
-        .map_err(|e| corrupt(format!("unreadable batch header: {e}")))?;
-    let batch = message
-        .header_as_record_batch()
-        .ok_or_else(|| corrupt("block is not a record batch".into()))?;
-    if batch.compression().is_some() {
-        return Err(corrupt(
-            "compressed record batch: manifests must be uncompressed to be memory-mapped".into(),
-        ));
-    }
-    let rows = usize::try_from(batch.length()).map_err(|_| corrupt("negative row count".into()))?;
-    let nodes = batch
-        .nodes()
-        .ok_or_else(|| corrupt("batch header lists no columns".into()))?;
-    let buffers = batch
-        .buffers()
-        .ok_or_else(|| corrupt("batch header lists no buffers".into()))?;
-    if nodes.len() != layout.len() {
-        return Err(corrupt(format!(
-            "batch has {} columns, expected {}",
-            nodes.len(),
-            layout.len()
-        )));
-    }
-    let mut next = 0;
-    for (node, (data_type, width)) in nodes.iter().zip(layout.iter().cloned()) {
-        if node.length() != batch.length() || node.null_count() != 0 {
-            return Err(corrupt(format!(
-                "a {data_type} column has {} rows ({} null), expected {rows}",
-                node.length(),
-                node.null_count()
-            )));
-        }
-        // Validity, then offsets and values (strings) or values (primitives).
-        let needed: &[usize] = if width == 0 {
-            &[0, (rows + 1) * 4, 0]
-        } else {
-            &[0, rows * width]
-        };
-        for &need in needed {
-            if next >= buffers.len() {
-                return Err(corrupt(format!(
-                    "batch has {} buffers, expected more",
-                    buffers.len()
-                )));
-            }
-            let b = buffers.get(next);
-            next += 1;
-            let (offset, length) = (b.offset(), b.length());
-            let inside = offset >= 0
-                && length >= 0
-                && (offset as u64).saturating_add(length as u64) <= body_len as u64;
-            if !inside || (length as u64) < need as u64 {
-                return Err(corrupt(format!(
-                    "a {data_type} buffer ({offset}+{length}) is out of the body or too small"
-                )));
-            }
-        }
-    }
-    if buffers.len() != next {
-        return Err(corrupt(format!(
-            "batch has {} buffers, expected {next}",
-            buffers.len()
-        )));
-    }
-    Ok(())
-}
-
-fn parse_meta(
-    path: &Path,
-    metadata: &arrow_schema::Metadata,
-) -> Result<ManifestMeta, ManifestError> {
-    let version = metadata.get(keys::VERSION);
-    if !version.is_some_and(|v| READABLE_VERSIONS.contains(&v.as_str())) {
-        return Err(ManifestError::Version {
-            path: path.to_path_buf(),
-            found: version.cloned(),
-            expected: FORMAT_VERSION,
-        });
-    }
-    let text = |key: &str| metadata.get(key).cloned().unwrap_or_default();
-    let number = |key: &str| -> Result<u64, ManifestError> {
-        metadata
-            .get(key)
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| {
-                ManifestError::corrupt(
-                    path,
-                    format!("schema metadata {key} is missing or not a number"),
-                )
-            })
-    };
-    let sampling = SamplingRule {
-        period_ns: number(keys::PERIOD_NS)?,
-        before_ns: number(keys::BEFORE_NS)?,
-        after_ns: number(keys::AFTER_NS)?,
-    };
-    if sampling.period_ns == 0 {
-        return Err(ManifestError::corrupt(path, "sampling period is zero"));
-    }
-    let uri_template = match metadata.get(keys::URI_TEMPLATE) {
-        None => None,
-        Some(text) => Some(UriTemplate::parse(text).ok_or_else(|| {
-            ManifestError::corrupt(
-                path,
-                format!(
-                    "{} {text:?} has no {EPISODE_ID_PLACEHOLDER}",
-                    keys::URI_TEMPLATE
-                ),
-            )
-        })?),
-    };
-    Ok(ManifestMeta {
-        query: text(keys::QUERY),
-        warehouse_snapshot: text(keys::SNAPSHOT),
-        created_at: text(keys::CREATED_AT),
-        sampling,
-        uri_template,
-    })
 }
 
 /// One episode of a manifest, borrowed from the mapped file.

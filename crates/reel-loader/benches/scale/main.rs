@@ -3,10 +3,12 @@
 //! memory each rank holds beyond the memory-mapped manifest.
 //!
 //! `cargo bench -p reel-loader --bench scale -- [--rows 10000,100000,1000000]
-//!  [--dir DIR] [--batches 3] [--batch-size 8] [--sources K]`
+//!  [--dir DIR] [--batches 3] [--batch-size 8] [--sources K] [--selection]`
 //!
 //! With `--sources K` each loader is a weighted mixture of K copies of the manifest
 //! (weights 1, 2, …, K): K times the rows and samples, through the mixture's mapping.
+//! With `--selection` each loader reads a selection (manifest format 3) of every row of
+//! the manifest, in reverse order: what `reel-curate --by-position` writes.
 //!
 //! The manifests' rows point at two real canonical episodes (synthesised and ingested
 //! once, 64x48, 4 s): a loader needs no more to start, and every batch decodes real
@@ -22,7 +24,9 @@ use reel_loader::{
     Loader, LoaderOptions, LoaderState, MixtureSource, ResumeCheck, SampleSpec, SavedState,
     Shuffle, Sources,
 };
-use reel_manifest::{Manifest, ManifestMeta, ManifestNumbers, ManifestWriter};
+use reel_manifest::{
+    BaseRef, Manifest, ManifestMeta, ManifestNumbers, ManifestWriter, Picks, write_selection,
+};
 use reel_pipeline::test_support::SynthCorpus;
 use reel_synth::SynthConfig;
 
@@ -72,11 +76,18 @@ fn main() -> Result<(), Error> {
         let manifest = dir.join(format!("manifest-{n}.arrow"));
         let started = Instant::now();
         write_manifest(&manifest, &spec, &episodes, n)?;
+        let selection = dir.join(format!("selection-{n}.arrow"));
+        let read = if args.iter().any(|a| a == "--selection") {
+            write_reversed_selection(&selection, &manifest, &spec)?;
+            &selection
+        } else {
+            &manifest
+        };
         let written = started.elapsed().as_secs_f64();
         for order in ["global", "locality"] {
             let out = Command::new(std::env::current_exe()?)
                 .arg("--measure")
-                .arg(&manifest)
+                .arg(read)
                 .args(["--store", &dir.to_string_lossy(), "--order", order])
                 .args(forwarded(&args))
                 .output()?;
@@ -104,7 +115,33 @@ fn main() -> Result<(), Error> {
             );
         }
         std::fs::remove_file(&manifest)?;
+        let _ = std::fs::remove_file(&selection);
     }
+    Ok(())
+}
+
+/// A selection of every row of the manifest at `base`, last row first, beside it.
+fn write_reversed_selection(path: &Path, base: &Path, spec: &SampleSpec) -> Result<(), Error> {
+    let manifest = Manifest::open(base)?;
+    let n = manifest.len() as u64;
+    let positions: Vec<u64> = (0..n).rev().collect();
+    let (mut start_ns, mut end_ns) = (Vec::new(), Vec::new());
+    for &p in &positions {
+        let episode = manifest.episode(p as usize)?;
+        start_ns.push(episode.start_ns());
+        end_ns.push(episode.end_ns());
+    }
+    let name = base
+        .file_name()
+        .ok_or("the manifest has no name")?
+        .to_string_lossy();
+    let meta = ManifestMeta::new("SELECT * FROM episodes", "scale", spec.sampling_rule());
+    let picks = Picks {
+        positions: &positions,
+        start_ns: &start_ns,
+        end_ns: &end_ns,
+    };
+    write_selection(path, &meta, &[BaseRef::to(&manifest, name)], picks)?;
     Ok(())
 }
 
@@ -252,6 +289,7 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
     let started = Instant::now();
     let loader = open(options.clone())?;
     let rows = loader.manifest().len() * sources;
+    let manifest_is_selection = loader.manifest().is_selection();
     let start_s = started.elapsed().as_secs_f64();
     // The first `batches` batches of an epoch; how long until the first came.
     let run = |state: LoaderState| -> Result<f64, Error> {
@@ -298,7 +336,11 @@ fn measure(args: &[String], manifest_path: &Path) -> Result<(), Error> {
     println!(
         "{}",
         serde_json::json!({
-            "stage": if sources > 1 { "loader-mixture" } else { "loader" },
+            "stage": match (sources > 1, manifest_is_selection) {
+                (true, _) => "loader-mixture",
+                (false, true) => "loader-selection",
+                (false, false) => "loader",
+            },
             "sources": sources,
             "order": arg(args, "--order"),
             "rows": rows,
