@@ -77,6 +77,9 @@ pub struct CompactedBase {
     pub rows: u64,
 }
 
+/// How a compaction's base manifests end: `part-NNNNN.episodes.arrow`.
+pub const BASE_SUFFIX: &str = ".episodes.arrow";
+
 /// The sampling rule a compaction's base manifests carry. A selection samples by its own
 /// rule; this one only makes each base a manifest of its part in its own right.
 pub const BASE_SAMPLING: reel_manifest::SamplingRule = reel_manifest::SamplingRule {
@@ -204,8 +207,9 @@ pub(crate) fn classify(
 
 /// Compacts `warehouse`: writes its `episodes` view as sorted Parquet parts and
 /// points `compacted/CURRENT.json` at them. Readers see the old compaction or
-/// the new one, never a mix; compactions older than the previous one are
-/// removed. Running it again on the same files writes nothing.
+/// the new one, never a mix; the parts of compactions older than the previous one
+/// are removed, their bases kept (selections point into them). Running it again on
+/// the same files writes nothing.
 pub fn compact(warehouse: &Warehouse) -> Result<CompactionSummary, CurateError> {
     compact_with(warehouse, CompactOptions::default())
 }
@@ -290,7 +294,7 @@ pub fn compact_with(
             warehouse.snapshot_id(),
             BASE_SAMPLING,
         );
-        let key = format!("{COMPACTED_PREFIX}{id}/part-{part:05}.episodes.arrow");
+        let key = format!("{COMPACTED_PREFIX}{id}/part-{part:05}{BASE_SUFFIX}");
         bases.push(write_base(store, &key, &df, &meta)?);
     }
 
@@ -313,25 +317,21 @@ pub fn compact_with(
         .map_err(|e| store_error(store, e))?;
 
     // A curation that read the previous pointer may still be scanning its
-    // parts: keep those, drop anything older.
+    // parts: keep those, drop older parts. Every base stays: a selection of it
+    // may be in a run that has weeks to go.
     let keep = [Some(id.as_str()), previous.map(|p| p.id.as_str())];
-    let mut stale = std::collections::BTreeSet::new();
     for key in store
         .list_recursive(COMPACTED_PREFIX)
         .map_err(|e| store_error(store, e))?
     {
-        if let Some((folder, _)) = key
+        if let Some((folder, name)) = key
             .strip_prefix(COMPACTED_PREFIX)
             .and_then(|rest| rest.split_once('/'))
             && !keep.contains(&Some(folder))
+            && !name.ends_with(BASE_SUFFIX)
         {
-            stale.insert(format!("{COMPACTED_PREFIX}{folder}/"));
+            store.remove(&key).map_err(|e| store_error(store, e))?;
         }
-    }
-    for folder in stale {
-        store
-            .remove_all(&folder)
-            .map_err(|e| store_error(store, e))?;
     }
     Ok(CompactionSummary {
         id,

@@ -231,6 +231,20 @@ fn a_compaction_answers_every_query_like_the_log() {
         }
     );
     check_cases(&warehouse, &latest, dir.path());
+    // A selection of the first compaction, kept for a long run.
+    let sql = "SELECT * FROM episodes WHERE success";
+    let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
+    let (kept, kept_plain) = (
+        dir.path().join("kept.arrow"),
+        dir.path().join("kept-plain.arrow"),
+    );
+    let options = CurationOptions::default().by_position();
+    assert!(
+        curate_to_manifest_with(&warehouse, sql, rule, &kept, options)
+            .expect("curates")
+            .selection
+    );
+    curate_to_manifest(&warehouse, sql, rule, &kept_plain).expect("curates");
     let again = compact(&warehouse).expect("compacts");
     assert!(!again.written, "same files: nothing to write");
     assert_eq!(again.id, first.id);
@@ -295,11 +309,28 @@ fn a_compaction_answers_every_query_like_the_log() {
         .filter(|n| n.starts_with("c-"))
         .collect();
     folders.sort();
-    let mut want = vec![second.id.clone(), third.id.clone()];
+    let mut want = vec![first.id.clone(), second.id.clone(), third.id.clone()];
     want.sort();
+    assert_eq!(folders, want);
+    let files = |id: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("compacted").join(id))
+            .expect("lists")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
     assert_eq!(
-        folders, want,
-        "the current and the previous compaction only"
+        files(&first.id),
+        ["part-00000.episodes.arrow"],
+        "the parts of compactions before the previous one go, their bases stay"
+    );
+    assert!(files(&second.id).iter().any(|n| n.ends_with(".parquet")));
+    // The selection of the first compaction still reads as it did.
+    assert_same_episodes(
+        &Manifest::open(&kept).expect("a selection of an old compaction opens"),
+        &Manifest::open(&kept_plain).expect("opens"),
+        sql,
     );
 }
 
