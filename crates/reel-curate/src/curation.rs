@@ -8,7 +8,7 @@ use std::path::Path;
 use polars::prelude::*;
 use reel_manifest::{ManifestMeta, ManifestNumbers, ManifestWriter, SamplingRule, UriTemplate};
 
-use crate::{CurateError, Warehouse, by_position};
+use crate::{CurateError, Warehouse};
 
 /// What a curation wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,33 +82,14 @@ impl CurationOptions {
     }
 }
 
-/// Runs `sql` over `warehouse` and writes the result as a manifest at
-/// `output` (atomically), with the query, snapshot id and sampling rule in
-/// its metadata. A result with no episodes, or with one episode twice, is
-/// an error and nothing is written.
-pub fn curate_to_manifest(
-    warehouse: &Warehouse,
-    sql: &str,
-    sampling: SamplingRule,
-    output: &Path,
-) -> Result<CurationSummary, CurateError> {
-    curate_to_manifest_with(warehouse, sql, sampling, output, CurationOptions::default())
-}
-
-/// [`curate_to_manifest`], with the treatment of an empty result chosen.
-pub fn curate_to_manifest_with(
+/// Runs `sql` and writes every selected row's columns as a self-contained manifest.
+pub(crate) fn curate_self_contained(
     warehouse: &Warehouse,
     sql: &str,
     sampling: SamplingRule,
     output: &Path,
     options: CurationOptions,
 ) -> Result<CurationSummary, CurateError> {
-    if options.by_position
-        && !options.uri_column
-        && let Some(summary) = by_position::curate(warehouse, sql, sampling, output, options)?
-    {
-        return Ok(summary);
-    }
     // Keep only what the manifest needs, so the scan reads only those columns.
     let mut lf = warehouse.query_lazy(sql)?;
     let schema = lf.collect_schema().map_err(CurateError::Query)?;

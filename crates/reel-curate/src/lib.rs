@@ -26,6 +26,8 @@
 //! # Ok::<(), reel_curate::CurateError>(())
 //! ```
 
+use std::path::Path;
+
 mod by_position;
 pub mod compact;
 mod curation;
@@ -37,14 +39,13 @@ pub mod synthetic;
 
 pub use compact::{CompactOptions, CompactionState, CompactionSummary, compact, compact_with};
 use compact::{Compaction, classify, read_pointer};
-pub use curation::{
-    CurationOptions, CurationSummary, curate_to_manifest, curate_to_manifest_with, write_frame,
-};
+pub use curation::{CurationOptions, CurationSummary, write_frame};
 pub use db_tables::DbTables;
 use polars::prelude::*;
 use polars::sql::SQLContext;
 pub use query_policy::QueryRefusal;
 use reel_io::Store;
+use reel_manifest::SamplingRule;
 use reel_manifest::warehouse::EPISODES_PREFIX;
 
 /// Errors of curation.
@@ -452,4 +453,36 @@ pub(crate) fn file_set_hash(files: &[(String, u64)]) -> u64 {
 
 fn polars_buffer_from(bytes: Vec<u8>) -> polars_buffer::Buffer<u8> {
     polars_buffer::Buffer::from(bytes)
+}
+
+/// Runs `sql` over `warehouse` and writes the result as a manifest at
+/// `output` (atomically), with the query, snapshot id and sampling rule in
+/// its metadata. A result with no episodes, or with one episode twice, is
+/// an error and nothing is written.
+pub fn curate_to_manifest(
+    warehouse: &Warehouse,
+    sql: &str,
+    sampling: SamplingRule,
+    output: &Path,
+) -> Result<CurationSummary, CurateError> {
+    curate_to_manifest_with(warehouse, sql, sampling, output, CurationOptions::default())
+}
+
+/// [`curate_to_manifest`], with the treatment of an empty result chosen, and by
+/// position where [`CurationOptions::by_position`] asks it and the warehouse and the
+/// query allow (a selection of the compaction's bases).
+pub fn curate_to_manifest_with(
+    warehouse: &Warehouse,
+    sql: &str,
+    sampling: SamplingRule,
+    output: &Path,
+    options: CurationOptions,
+) -> Result<CurationSummary, CurateError> {
+    if options.by_position
+        && !options.uri_column
+        && let Some(summary) = by_position::curate(warehouse, sql, sampling, output, options)?
+    {
+        return Ok(summary);
+    }
+    curation::curate_self_contained(warehouse, sql, sampling, output, options)
 }
