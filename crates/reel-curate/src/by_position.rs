@@ -39,6 +39,12 @@ pub(crate) fn curate(
     if pointer.bases.is_empty() || pointer.bases.len() != pointer.parts.len() {
         return Ok(None);
     }
+    // Polars numbers rows in its index type (32 bits unless built for more): past it,
+    // rows are not numbered, and the manifest is self-contained.
+    let compacted: u64 = pointer.bases.iter().map(|b| b.rows).sum();
+    if compacted.saturating_mul(2) >= IdxSize::MAX as u64 {
+        return Ok(None);
+    }
     let mut lf = warehouse.query_table(sql, warehouse.episodes_table(true)?)?;
     let schema = lf.collect_schema().map_err(CurateError::Query)?;
     if schema.get(POSITION).is_none() {
@@ -72,7 +78,7 @@ pub(crate) fn curate(
         bases.push(open_base(store, &base.key, &base_ref)?);
         refs.push(base_ref);
     }
-    let compacted_rows: u64 = refs.iter().map(|b| b.rows).sum();
+    let compacted_rows = compacted;
 
     // Episodes ingested since: the selected ones, written beside the selection.
     let mut newer_rows: Vec<u64> = picked
