@@ -45,10 +45,23 @@ pub(crate) fn curate(
     if compacted.saturating_mul(2) >= IdxSize::MAX as u64 {
         return Ok(None);
     }
-    let mut lf = warehouse.query_table(sql, warehouse.episodes_table(true)?)?;
+    // A selection gives each episode its base row's values: a query that may give a
+    // manifest column other values (`SELECT * REPLACE (…)`, `… AS start_ns`) is
+    // written self-contained.
+    let mut rewritable = NEEDED.to_vec();
+    rewritable.extend([DIGEST, POSITION]);
+    if crate::query_policy::may_rewrite(sql, &rewritable) {
+        return Ok(None);
+    }
+    let (table, whole_log) = warehouse.episodes_table(true)?;
+    let mut lf = warehouse.query_table(sql, table)?;
     let schema = lf.collect_schema().map_err(CurateError::Query)?;
     if schema.get(POSITION).is_none() {
         return Ok(None);
+    }
+    // The columns a self-contained manifest takes, as it would ask for them.
+    if let Some(column) = NEEDED.into_iter().find(|c| schema.get(c).is_none()) {
+        return Err(CurateError::MissingColumn { column });
     }
     let picked = lf
         .select([col(POSITION).cast(DataType::UInt64)])
@@ -92,6 +105,8 @@ pub(crate) fn curate(
     let mut beside = Vec::new();
     if !newer_rows.is_empty() {
         let path = write_newer(warehouse, delta, &newer_rows, &meta, output)?;
+        // Removed again if the selection is not written after all.
+        beside.push(path.clone());
         let newer = Manifest::open(&path)?;
         let name = path
             .file_name()
@@ -99,14 +114,71 @@ pub(crate) fn curate(
             .unwrap_or_default();
         refs.push(BaseRef::to(&newer, name));
         bases.push(newer);
-        beside.push(path);
     }
+    let written = select_and_write(SelectionInput {
+        picked,
+        compacted_rows,
+        newer_rows: &newer_rows,
+        bases: &bases,
+        refs: &refs,
+        // Only where the whole log was deduplicated could a compacted and a newer row be
+        // the same episode (equal ingestion times); elsewhere only the newer rows can.
+        check_all_ids: whole_log,
+        meta: &meta,
+        output,
+    });
+    let (rows, samples) = match written {
+        Ok(written) => written,
+        Err(e) => {
+            for file in &beside {
+                let _ = std::fs::remove_file(file);
+            }
+            return Err(e);
+        }
+    };
+    Ok(Some(CurationSummary {
+        rows,
+        samples,
+        snapshot: meta.warehouse_snapshot,
+        selection: true,
+        beside,
+    }))
+}
+
+/// What [`select_and_write`] needs.
+struct SelectionInput<'a> {
+    /// The query's rows: places in the compaction's bases, or past their rows in the
+    /// files ingested since.
+    picked: &'a [u64],
+    compacted_rows: u64,
+    /// The places in the files ingested since of the rows written beside, ascending.
+    newer_rows: &'a [u64],
+    bases: &'a [Manifest],
+    refs: &'a [BaseRef],
+    check_all_ids: bool,
+    meta: &'a ManifestMeta,
+    output: &'a Path,
+}
+
+/// Turns the query's rows into positions in the bases (the newer rows' in the last),
+/// refuses an episode picked twice, and writes the selection.
+fn select_and_write(input: SelectionInput<'_>) -> Result<(usize, u64), CurateError> {
+    let SelectionInput {
+        picked,
+        compacted_rows,
+        newer_rows,
+        bases,
+        refs,
+        check_all_ids,
+        meta,
+        output,
+    } = input;
 
     // Every base batch's times, with the position of its first row: picks come mostly in
     // the bases' order, so each is found in the batch of the one before, not searched.
     let mut chunks: Vec<(u64, &[i64], &[i64])> = Vec::new();
     let mut first_of_base = 0u64;
-    for (base, base_ref) in bases.iter().zip(&refs) {
+    for (base, base_ref) in bases.iter().zip(refs) {
         for (first, start_ns, end_ns) in base.time_columns() {
             chunks.push((first_of_base + first as u64, start_ns, end_ns));
         }
@@ -144,19 +216,50 @@ pub(crate) fn curate(
         starts.push(start_ns[at]);
         ends.push(end_ns[at]);
     }
+    refuse_duplicate_ids(bases, &positions, compacted_rows, check_all_ids)?;
     let picks = Picks {
         positions: &positions,
         start_ns: &starts,
         end_ns: &ends,
     };
-    let (rows, samples) = write_selection(output, &meta, &refs, picks)?;
-    Ok(Some(CurationSummary {
-        rows,
-        samples,
-        snapshot: meta.warehouse_snapshot,
-        selection: true,
-        beside,
-    }))
+    Ok(write_selection(output, meta, refs, picks)?)
+}
+
+/// Refuses an episode id picked twice, as a self-contained curation does: among every
+/// pick with `all`, else among the picks past the compaction's rows (the only ones that
+/// can repeat an id there: compacted rows are one per episode, and a newer row replaces
+/// its compacted one).
+fn refuse_duplicate_ids(
+    bases: &[Manifest],
+    positions: &[u64],
+    compacted_rows: u64,
+    all: bool,
+) -> Result<(), CurateError> {
+    let checked: Vec<u64> = positions
+        .iter()
+        .copied()
+        .filter(|&p| all || p >= compacted_rows)
+        .collect();
+    if checked.len() < 2 {
+        return Ok(());
+    }
+    let mut starts = vec![0u64];
+    for base in bases {
+        starts.push(starts.last().copied().unwrap_or(0) + base.len() as u64);
+    }
+    let mut ids = Vec::with_capacity(checked.len());
+    for p in checked {
+        let b = starts.partition_point(|&s| s <= p).saturating_sub(1);
+        let base = bases
+            .get(b)
+            .ok_or(reel_manifest::ManifestError::RowOutOfRange {
+                row: p as usize,
+                rows: *starts.last().unwrap_or(&0) as usize,
+            })?;
+        ids.push(base.episode((p - starts[b]) as usize)?.episode_id()?);
+    }
+    let ids = StringChunked::from_slice(POSITION.into(), &ids);
+    crate::curation::refuse_duplicates(&ids)
 }
 
 /// Maps the compaction base `key` of `store`, fetching a remote one once per node.
@@ -219,9 +322,11 @@ fn write_newer(
     let picked = all
         .take(&IdxCa::from_vec(POSITION.into(), take))
         .map_err(CurateError::Query)?;
+    // A name beside the selection may not start with a dot (docs/FORMAT.md).
     let stem = output
         .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
+        .map(|s| s.to_string_lossy().trim_start_matches('.').to_string())
+        .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "manifest".into());
     let unnamed = output.with_file_name(format!("{stem}.newer.arrow"));
     crate::write_frame(&picked, meta, &unnamed, CurationOptions::default())?;

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use polars::prelude::*;
-use reel_io::Store;
+use reel_io::{Kinded, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::{CurateError, Warehouse, file_set_hash, latest_of, store_error};
@@ -257,7 +257,7 @@ pub fn compact_with(
     let input_bytes: u64 = inputs.iter().map(|(_, s)| s).sum();
     let part_count = input_bytes.div_ceil(options.part_input_bytes.max(1)).max(1);
     let all = warehouse.scan_log(inputs.iter().map(|(k, _)| k.as_str()))?;
-    let (mut parts, mut bases) = (Vec::new(), Vec::new());
+    let (mut parts, mut bases) = (Vec::new(), Some(Vec::new()));
     let (mut rows, mut bytes, mut newest) = (0u64, 0u64, i64::MIN);
     for part in 0..part_count {
         let mine = if part_count == 1 {
@@ -295,8 +295,23 @@ pub fn compact_with(
             BASE_SAMPLING,
         );
         let key = format!("{COMPACTED_PREFIX}{id}/part-{part:05}{BASE_SUFFIX}");
-        bases.push(write_base(store, &key, &df, &meta)?);
+        if let Some(written) = &mut bases {
+            match write_base(store, &key, &df, &meta) {
+                Ok(base) => written.push(base),
+                // Rows a manifest refuses (an id twice, a null, an end before its start)
+                // fail the curations that select them, not the compaction: it writes no
+                // bases, and curation by position writes self-contained manifests.
+                Err(e) if e.kind() == reel_io::ErrorKind::BadInput => {
+                    for base in written.iter().map(|b| b.key.as_str()).chain([key.as_str()]) {
+                        let _ = store.remove(base);
+                    }
+                    bases = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
+    let bases = bases.unwrap_or_default();
 
     let pointer = Compaction {
         version: POINTER_VERSION,

@@ -222,7 +222,7 @@ pub fn write_frame(
 /// 5·10^7-row curation went to inserting 10^7 id strings into a hash map, one cache
 /// miss each. Equal hashes send the check to the ids themselves, so a collision is
 /// never taken for a duplicate.
-fn refuse_duplicates(ids: &StringChunked) -> Result<(), CurateError> {
+pub(crate) fn refuse_duplicates(ids: &StringChunked) -> Result<(), CurateError> {
     let mut hashes: Vec<u64> = ids
         .iter()
         .map(|id| reel_manifest::fnv1a(id.unwrap_or_default().bytes()))

@@ -305,15 +305,16 @@ impl Warehouse {
 
     /// The `episodes` table: the latest ingestion of each episode.
     pub fn episodes(&self) -> Result<LazyFrame, CurateError> {
-        self.episodes_table(false)
+        Ok(self.episodes_table(false)?.0)
     }
 
     /// The `episodes` table; `numbered`, each row also carries its
     /// [`by_position::POSITION`]: its place in the compaction's bases, or, past their
     /// rows, in the files ingested since. Only a compaction with bases numbers rows.
-    pub(crate) fn episodes_table(&self, numbered: bool) -> Result<LazyFrame, CurateError> {
+    /// True beside it where the whole log is deduplicated at query time.
+    pub(crate) fn episodes_table(&self, numbered: bool) -> Result<(LazyFrame, bool), CurateError> {
         let Some((pointer, delta)) = &self.compaction else {
-            return latest_of(self.scan_all()?);
+            return Ok((latest_of(self.scan_all()?)?, true));
         };
         let numbering = |offset: u64| {
             numbered.then(|| RowIndex {
@@ -324,7 +325,7 @@ impl Warehouse {
         let compacted =
             self.scan_log_numbered(pointer.parts.iter().map(String::as_str), numbering(0))?;
         if delta.is_empty() {
-            return Ok(compacted);
+            return Ok((compacted, false));
         }
         let base_rows = pointer.bases.iter().map(|b| b.rows).sum();
         let newer =
@@ -360,9 +361,8 @@ impl Warehouse {
             // A newer file holds a row older than the compaction's newest (a
             // late upload), or two newer episodes share a key: only a full
             // deduplication is sure to pick the right versions.
-            return latest_of(
-                concat([compacted, newer], UnionArgs::default()).map_err(CurateError::Query)?,
-            );
+            let all = concat([compacted, newer], UnionArgs::default());
+            return Ok((latest_of(all.map_err(CurateError::Query)?)?, true));
         }
         // Every newer row is newer than every compacted row: an episode in a
         // newer file replaces its compacted row. A left join on the integer
@@ -382,7 +382,8 @@ impl Warehouse {
                     .or(col(NEWER_ID).neq(col("episode_id"))),
             )
             .drop(cols([NEWER_ID]));
-        concat([untouched, latest_of(newer)?], UnionArgs::default()).map_err(CurateError::Query)
+        let table = concat([untouched, latest_of(newer)?], UnionArgs::default());
+        Ok((table.map_err(CurateError::Query)?, false))
     }
 
     /// Plans `sql` (which reads the table `episodes`) without running it.

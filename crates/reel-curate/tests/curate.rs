@@ -632,6 +632,83 @@ fn an_empty_or_doubled_result_writes_no_manifest() {
     assert_eq!(manifest.len(), 0);
 }
 
+#[test]
+fn by_position_refuses_or_declines_what_a_self_contained_curation_would_not_copy_alike() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_warehouse(dir.path());
+    compact(&open(dir.path())).expect("compacts");
+    let warehouse = open(dir.path());
+    let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
+    let by_position = CurationOptions::default().by_position();
+    let (out, plain) = (dir.path().join("s.arrow"), dir.path().join("p.arrow"));
+
+    // A query that gives a manifest column other values is written self-contained.
+    for sql in [
+        "SELECT * REPLACE (start_ns + 2000000000 AS start_ns) FROM episodes WHERE success",
+        "SELECT *, end_ns - 1000000000 AS end_ns_early FROM episodes WHERE success",
+    ] {
+        let summary = curate_to_manifest_with(&warehouse, sql, rule, &out, by_position)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        curate_to_manifest(&warehouse, sql, rule, &plain).expect("curates");
+        let replaced = sql.contains("REPLACE");
+        assert_eq!(summary.selection, !replaced, "{sql}");
+        assert_same_episodes(
+            &Manifest::open(&out).expect("opens"),
+            &Manifest::open(&plain).expect("opens"),
+            sql,
+        );
+    }
+    // One that drops a manifest column is refused alike.
+    let sql = "SELECT * EXCLUDE (bytes) FROM episodes";
+    for options in [CurationOptions::default(), by_position] {
+        let err =
+            curate_to_manifest_with(&warehouse, sql, rule, &out, options).expect_err("no bytes");
+        assert!(
+            matches!(err, CurateError::MissingColumn { column: "bytes" }),
+            "{err}"
+        );
+    }
+
+    // The same ingestions uploaded twice, after the compaction: every episode of the
+    // file twice at one ingestion time. Both layouts refuse the query's doubled episode.
+    let again = dir.path().join("episodes/ingest_date=2026-12-02");
+    std::fs::create_dir_all(&again).expect("mkdir");
+    std::fs::copy(
+        dir.path()
+            .join("episodes/ingest_date=2026-11-01/part-0000.parquet"),
+        again.join("part-0000.parquet"),
+    )
+    .expect("copies");
+    let warehouse = open(dir.path());
+    let sql = "SELECT * FROM episodes WHERE NOT success";
+    for options in [CurationOptions::default(), by_position] {
+        let err = curate_to_manifest_with(&warehouse, sql, rule, &out, options).expect_err("twice");
+        assert!(matches!(err, CurateError::DuplicateEpisode { .. }), "{err}");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".newer-"))
+        .collect();
+    assert!(leftovers.is_empty(), "nothing left beside: {leftovers:?}");
+
+    // Compacting those rows still succeeds; a manifest would refuse them, so the
+    // compaction writes no bases and curation by position is self-contained.
+    let summary = compact(&warehouse).expect("compacts despite rows a manifest refuses");
+    let folder = dir.path().join("compacted").join(&summary.id);
+    let names: Vec<String> = std::fs::read_dir(&folder)
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.ends_with(".episodes.arrow")),
+        "{names:?}"
+    );
+    let err = curate_to_manifest_with(&open(dir.path()), sql, rule, &out, by_position)
+        .expect_err("still twice");
+    assert!(matches!(err, CurateError::DuplicateEpisode { .. }), "{err}");
+}
+
 fn python() -> PathBuf {
     reel_io::test_support::python().expect("the test venv's Python")
 }

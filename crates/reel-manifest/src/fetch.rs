@@ -107,6 +107,29 @@ pub fn open_uri_with(
     fetch_once_from(&store, &key, &local_copy(dir, uri, size), timeout, &origin)
 }
 
+/// Opens the base manifest at `uri` (fetched once per node into `dir`), refusing it at
+/// once if it is a selection itself.
+pub(crate) fn open_uri_as_base(
+    uri: &str,
+    dir: &Path,
+    options: &StoreOptions,
+) -> Result<Manifest, ManifestError> {
+    let (store_uri, key) = reel_io::split_object_uri(uri)?;
+    let store = Store::open_with(&store_uri, options)?;
+    if let Some(root) = store.local_root() {
+        return Manifest::open_from(&root.join(&key), &Origin::Base);
+    }
+    let size = store.len_of(&key)?;
+    let timeout = Duration::from_secs(600);
+    fetch_once_from(
+        &store,
+        &key,
+        &local_copy(dir, uri, size),
+        timeout,
+        &Origin::Base,
+    )
+}
+
 /// The folder the CLIs give [`open_uri`]: `reel-manifests` in the system's temporary
 /// folder, the same for every process on the node.
 pub fn node_manifest_dir() -> PathBuf {

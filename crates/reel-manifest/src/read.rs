@@ -159,6 +159,9 @@ impl Manifest {
         let mut columns = Vec::new();
         let mut column_starts = vec![0usize];
         let mut column_base = Vec::new();
+        if selection && matches!(origin, Origin::Base) {
+            return Err(ManifestError::corrupt(&path, "is itself a selection"));
+        }
         if selection {
             let text = schema.metadata().get(keys::BASES).ok_or_else(|| {
                 ManifestError::corrupt(&path, format!("a selection without {}", keys::BASES))

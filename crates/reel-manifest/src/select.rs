@@ -54,16 +54,19 @@ fn bases_text(bases: &[BaseRef]) -> String {
         .join("\n")
 }
 
-/// A base location a selection may name: ending in `.arrow`, and an object URI, an
+/// A base location a selection may name: ending in `.arrow`, and an `s3://` URI, an
 /// absolute path, or a plain name beside the selection. The name has no folder of its
 /// own, so no selection can make a reader climb out of its folder by a relative path.
 fn valid_location(location: &str) -> bool {
     let path = location.split('?').next().unwrap_or_default();
     path.ends_with(".arrow")
-        && (location.contains("://")
-            || Path::new(location).is_absolute()
-            || !(location.contains(['/', '\\']) || location.starts_with('.')))
+        && (location.starts_with(S3_SCHEME)
+            || (!location.contains("://") && Path::new(location).is_absolute())
+            || !(location.contains(['/', '\\', ':']) || location.starts_with('.')))
 }
+
+/// The one object-store scheme a base may be named by.
+const S3_SCHEME: &str = "s3://";
 
 pub(crate) fn parse_bases(path: &Path, text: &str) -> Result<Vec<BaseRef>, ManifestError> {
     text.lines()
@@ -105,6 +108,9 @@ pub(crate) enum Origin<'a> {
         dir: &'a Path,
         options: &'a StoreOptions,
     },
+    /// The file is a selection's base: refused at once if it is a selection itself, so
+    /// no selection leads the reader from base to base (or round in a circle).
+    Base,
 }
 
 /// Opens the base `base` of the selection at `path` and checks it is the one named.
@@ -119,30 +125,25 @@ pub(crate) fn open_base(
         source: Box::new(source),
     };
     let location = base.location.as_str();
-    let opened = if location.contains("://") {
-        let dir = match origin {
-            Origin::Store { dir, .. } => dir.to_path_buf(),
-            Origin::Local(_) => crate::node_manifest_dir(),
-        };
-        let options = match origin {
-            Origin::Store { options, .. } => (*options).clone(),
-            Origin::Local(_) => StoreOptions::default(),
-        };
-        crate::open_uri_with(location, &dir, &options)
+    let (dir, options) = match origin {
+        Origin::Store { dir, options, .. } => (dir.to_path_buf(), (*options).clone()),
+        Origin::Local(_) | Origin::Base => (crate::node_manifest_dir(), StoreOptions::default()),
+    };
+    let opened = if location.starts_with(S3_SCHEME) {
+        crate::fetch::open_uri_as_base(location, &dir, &options)
     } else if Path::new(location).is_absolute() {
-        Manifest::open(location)
+        Manifest::open_from(Path::new(location), &Origin::Base)
     } else {
         match origin {
-            Origin::Local(dir) => Manifest::open(dir.join(location)),
-            Origin::Store { uri, dir, options } => {
-                crate::open_uri_with(&sibling_uri(uri, location), dir, options)
+            Origin::Local(folder) => Manifest::open_from(&folder.join(location), &Origin::Base),
+            Origin::Store { uri, .. } => {
+                crate::fetch::open_uri_as_base(&sibling_uri(uri, location), &dir, &options)
             }
+            Origin::Base => Err(ManifestError::corrupt(path, "a base names bases")),
         }
     };
     let opened = opened.map_err(wrap)?;
-    let problem = if opened.is_selection() {
-        Some("is itself a selection".to_string())
-    } else if opened.len() as u64 != base.rows {
+    let problem = if opened.len() as u64 != base.rows {
         Some(format!(
             "has {} rows, the selection names {}",
             opened.len(),
@@ -169,10 +170,14 @@ fn sibling_uri(uri: &str, name: &str) -> String {
         Some((l, q)) => (l, Some(q)),
         None => (uri, None),
     };
-    let folder = location.rsplit_once('/').map_or("", |(folder, _)| folder);
+    let sibling = match location.rsplit_once('/') {
+        Some((folder, _)) => format!("{folder}/{name}"),
+        // A selection named without a folder: its base is in the same (current) folder.
+        None => name.to_string(),
+    };
     match query {
-        Some(q) => format!("{folder}/{name}?{q}"),
-        None => format!("{folder}/{name}"),
+        Some(q) => format!("{sibling}?{q}"),
+        None => sibling,
     }
 }
 
@@ -270,8 +275,29 @@ pub fn write_selection(
     Ok((n, samples))
 }
 
-/// Every position inside `0..total` and none twice: one bit per base row.
+/// Every position inside `0..total` and none twice: one bit per base row, or, where
+/// the bases hold far more rows than are picked, the positions sorted.
 fn check_positions(positions: &[u64], total: u64) -> Result<(), ManifestError> {
+    if let Some(p) = positions.iter().find(|&&p| p >= total) {
+        let row = positions.iter().position(|q| q == p).unwrap_or(0);
+        return Err(ManifestError::InvalidRow {
+            row,
+            reason: format!("position {p} is outside the bases' {total} rows"),
+        });
+    }
+    if total / 64 > positions.len() as u64 * 8 {
+        let mut sorted = positions.to_vec();
+        sorted.sort_unstable();
+        return match sorted.windows(2).find(|w| w[0] == w[1]) {
+            None => Ok(()),
+            Some(w) => {
+                let p = w[0];
+                let first = positions.iter().position(|&q| q == p).unwrap_or(0);
+                let row = positions.iter().rposition(|&q| q == p).unwrap_or(0);
+                Err(picked_twice(p, first, row))
+            }
+        };
+    }
     let mut seen = vec![0u64; total.div_ceil(64) as usize];
     for (row, &p) in positions.iter().enumerate() {
         if p >= total {
@@ -283,14 +309,38 @@ fn check_positions(positions: &[u64], total: u64) -> Result<(), ManifestError> {
         let (word, bit) = ((p / 64) as usize, 1u64 << (p % 64));
         if seen[word] & bit != 0 {
             let first = positions.iter().position(|&q| q == p).unwrap_or(row);
-            return Err(ManifestError::InvalidRow {
-                row,
-                reason: format!(
-                    "position {p} picked twice (first at row {first}): the episode would be sampled twice"
-                ),
-            });
+            return Err(picked_twice(p, first, row));
         }
         seen[word] |= bit;
     }
     Ok(())
+}
+
+fn picked_twice(position: u64, first: usize, row: usize) -> ManifestError {
+    ManifestError::InvalidRow {
+        row,
+        reason: format!(
+            "position {position} picked twice (first at row {first}): the episode would be \
+             sampled twice"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sibling_is_in_the_selection_s_folder_whatever_names_it() {
+        assert_eq!(
+            sibling_uri("s3://b/runs/s.arrow?region=r", "n.arrow"),
+            "s3://b/runs/n.arrow?region=r"
+        );
+        assert_eq!(
+            sibling_uri("/data/runs/s.arrow", "n.arrow"),
+            "/data/runs/n.arrow"
+        );
+        assert_eq!(sibling_uri("runs/s.arrow", "n.arrow"), "runs/n.arrow");
+        assert_eq!(sibling_uri("s.arrow", "n.arrow"), "n.arrow");
+    }
 }

@@ -235,7 +235,14 @@ fn a_base_named_by_a_relative_path_with_a_folder_is_refused() {
     let base = write_base(&dir.path().join("b.arrow"), "ep", 4);
     let meta = ManifestMeta::new("q", "s", RULE);
     let times = [0i64];
-    for location in ["../b.arrow", "sub/b.arrow", ".b.arrow", "b.parquet"] {
+    for location in [
+        "../b.arrow",
+        "sub/b.arrow",
+        ".b.arrow",
+        "b.parquet",
+        "file://../b.arrow",
+        "http://example.com/b.arrow",
+    ] {
         let picks = Picks {
             positions: &[0],
             start_ns: &times,
@@ -325,6 +332,24 @@ fn a_missing_rewritten_or_short_base_is_named_when_the_selection_opens() {
     let err = Manifest::open(&sel).expect_err("missing base");
     assert!(matches!(err, ManifestError::Base { .. }), "{err:?}");
     assert_eq!(reel_io::Kinded::kind(&err), reel_io::ErrorKind::Environment);
+
+    // A selection naming itself, or another selection, as its base is refused at the
+    // base, before any of that one's bases is opened.
+    let base = write_base(&dir.path().join("b.arrow"), "ep", 12);
+    let own = BaseRef {
+        location: "self.arrow".into(),
+        content_hash: base.content_hash().to_string(),
+        rows: 12,
+    };
+    let picks = Picks {
+        positions: &[0],
+        start_ns: &[0],
+        end_ns: &[0],
+    };
+    let meta = ManifestMeta::new("q", "s", RULE);
+    write_selection(dir.path().join("self.arrow"), &meta, &[own], picks).expect("writes");
+    let err = Manifest::open(dir.path().join("self.arrow")).expect_err("names itself");
+    assert!(err.to_string().contains("is itself a selection"), "{err}");
 
     // A selection cannot be a base.
     let base = write_base(&dir.path().join("b.arrow"), "ep", 12);
