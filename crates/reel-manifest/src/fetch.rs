@@ -19,7 +19,8 @@ const STALE_LOCK: Duration = Duration::from_secs(600);
 /// place; the others wait for the file to appear and map it, so all ranks
 /// share one page-cache copy. The rename is the completion marker: `local`
 /// never exists half-written. A lock left by a crashed downloader goes stale
-/// and is taken over.
+/// and is taken over. A selection fetched this way looks for the bases it names beside
+/// it in `local`'s folder; [`open_uri_with`] finds them beside it in the store.
 pub fn fetch_once(
     store: &Store,
     key: &str,
