@@ -23,8 +23,8 @@ pub(crate) const POSITION: &str = "__reel_position";
 
 /// Runs `sql` and writes its episodes at `output` as a selection of the compaction's
 /// bases. `None` when the warehouse cannot address its rows by position (no current
-/// compaction, or one written before compactions wrote bases) or the query's result
-/// does not keep the table's rows whole (its position column is gone): nothing is
+/// compaction, or one without bases) or the query may not keep the table's rows whole
+/// (its position column is gone, or it may rewrite a manifest column): nothing is
 /// written then.
 pub(crate) fn curate(
     warehouse: &Warehouse,
