@@ -88,7 +88,7 @@ pub(crate) fn curate(
             content_hash: base.content_hash.clone(),
             rows: base.rows,
         };
-        bases.push(open_base(store, &base.key, &base_ref)?);
+        bases.push(reel_manifest::open_base_in(store, &base.key, &base_ref)?);
         refs.push(base_ref);
     }
     let compacted_rows = compacted;
@@ -260,38 +260,6 @@ fn refuse_duplicate_ids(
     }
     let ids = StringChunked::from_slice(POSITION.into(), &ids);
     crate::curation::refuse_duplicates(&ids)
-}
-
-/// Maps the compaction base `key` of `store`, fetching a remote one once per node.
-fn open_base(store: &reel_io::Store, key: &str, base: &BaseRef) -> Result<Manifest, CurateError> {
-    let manifest = match store.local_root() {
-        Some(root) => Manifest::open(root.join(key))?,
-        None => {
-            let size = store
-                .len_of(key)
-                .map_err(|e| crate::store_error(store, e))?;
-            let local = reel_manifest::local_copy(
-                &reel_manifest::node_manifest_dir(),
-                &base.location,
-                size,
-            );
-            let timeout = std::time::Duration::from_secs(600);
-            reel_manifest::fetch_once(store, key, &local, timeout)?
-        }
-    };
-    if manifest.content_hash() != base.content_hash || manifest.len() as u64 != base.rows {
-        return Err(CurateError::BadCompaction {
-            key: base.location.clone(),
-            reason: format!(
-                "its base manifest holds {} rows with content hash {}; the pointer names {} rows, {}",
-                manifest.len(),
-                manifest.content_hash(),
-                base.rows,
-                base.content_hash
-            ),
-        });
-    }
-    Ok(manifest)
 }
 
 /// Writes the rows `rows` (places in the files ingested since the compaction, ascending)

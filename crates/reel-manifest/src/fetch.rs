@@ -1,3 +1,6 @@
+//! Where a manifest is opened from: mapped where it is, or fetched once per node from
+//! an object store; and, for a selection, its bases found beside it, by path or by URI.
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -5,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use reel_io::{Store, StoreOptions};
 
-use crate::select::Origin;
+use crate::layout::{BaseRef, S3_SCHEME};
 use crate::{Manifest, ManifestError};
 
 /// A lock whose holder has not finished within this time is presumed dead
@@ -110,25 +113,44 @@ pub fn open_uri_with(
 
 /// Opens the base manifest at `uri` (fetched once per node into `dir`), refusing it at
 /// once if it is a selection itself.
-pub(crate) fn open_uri_as_base(
+fn open_uri_as_base(
     uri: &str,
     dir: &Path,
     options: &StoreOptions,
 ) -> Result<Manifest, ManifestError> {
     let (store_uri, key) = reel_io::split_object_uri(uri)?;
     let store = Store::open_with(&store_uri, options)?;
+    open_in_store(&store, &key, uri, dir)
+}
+
+/// The base `key` of `store` (at `uri`): mapped in place in a local store, else fetched
+/// once per node into `dir`.
+fn open_in_store(
+    store: &Store,
+    key: &str,
+    uri: &str,
+    dir: &Path,
+) -> Result<Manifest, ManifestError> {
     if let Some(root) = store.local_root() {
-        return Manifest::open_from(&root.join(&key), &Origin::Base);
+        return Manifest::open_from(&root.join(key), &Origin::Base);
     }
-    let size = store.len_of(&key)?;
+    let size = store.len_of(key)?;
     let timeout = Duration::from_secs(600);
     fetch_once_from(
-        &store,
-        &key,
+        store,
+        key,
         &local_copy(dir, uri, size),
         timeout,
         &Origin::Base,
     )
+}
+
+/// Opens `base`, the object `key` of `store` (fetched once per node into
+/// [`node_manifest_dir`] from a remote store), and checks it is the manifest `base`
+/// names: its rows and content hash. What a writer of selections reads its bases by.
+pub fn open_base_in(store: &Store, key: &str, base: &BaseRef) -> Result<Manifest, ManifestError> {
+    let opened = open_in_store(store, key, &base.location, &node_manifest_dir())?;
+    checked(opened, base)
 }
 
 /// The folder the CLIs give [`open_uri`]: `reel-manifests` in the system's temporary
@@ -153,4 +175,125 @@ fn download(store: &Store, key: &str, local: &Path) -> Result<(), ManifestError>
     let bytes = store.read(key)?;
     reel_io::write_file_atomic(local, &bytes)?;
     Ok(())
+}
+
+impl Manifest {
+    /// Maps the manifest at `path` and checks its format version and schema. A
+    /// selection's bases are opened too: a name beside it or a local path where they
+    /// are, an object URI fetched once per node into [`node_manifest_dir`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, ManifestError> {
+        let path = path.as_ref();
+        let origin = Origin::Local(path.parent().unwrap_or(Path::new("")).to_path_buf());
+        Self::open_from(path, &origin)
+    }
+
+    /// [`Manifest::open`], with a selection's bases found from `origin`.
+    pub(crate) fn open_from(path: &Path, origin: &Origin<'_>) -> Result<Self, ManifestError> {
+        let a_base = matches!(origin, Origin::Base);
+        Self::map(path, a_base, &|base: &BaseRef| {
+            open_base(path, base, origin)
+        })
+    }
+}
+
+/// Where a selection came from: what its bases' relative locations are relative to,
+/// and how remote bases are fetched.
+#[derive(Debug, Clone)]
+pub(crate) enum Origin<'a> {
+    /// The local folder the selection is in.
+    Local(PathBuf),
+    /// The object URI the selection was fetched from, the node's folder for fetched
+    /// copies, and the store credentials.
+    Store {
+        uri: &'a str,
+        dir: &'a Path,
+        options: &'a StoreOptions,
+    },
+    /// The file is a selection's base: refused at once if it is a selection itself, so
+    /// no selection leads the reader from base to base (or round in a circle).
+    Base,
+}
+
+/// Opens the base `base` of the selection at `path` and checks it is the one named.
+fn open_base(path: &Path, base: &BaseRef, origin: &Origin<'_>) -> Result<Manifest, ManifestError> {
+    let wrap = |source: ManifestError| ManifestError::Base {
+        path: path.to_path_buf(),
+        base: base.location.clone(),
+        source: Box::new(source),
+    };
+    let location = base.location.as_str();
+    let (dir, options) = match origin {
+        Origin::Store { dir, options, .. } => (dir.to_path_buf(), (*options).clone()),
+        Origin::Local(_) | Origin::Base => (node_manifest_dir(), StoreOptions::default()),
+    };
+    let opened = if location.starts_with(S3_SCHEME) {
+        open_uri_as_base(location, &dir, &options)
+    } else if Path::new(location).is_absolute() {
+        Manifest::open_from(Path::new(location), &Origin::Base)
+    } else {
+        match origin {
+            Origin::Local(folder) => Manifest::open_from(&folder.join(location), &Origin::Base),
+            Origin::Store { uri, .. } => {
+                open_uri_as_base(&sibling_uri(uri, location), &dir, &options)
+            }
+            Origin::Base => Err(ManifestError::corrupt(path, "a base names bases")),
+        }
+    };
+    checked(opened.map_err(wrap)?, base).map_err(wrap)
+}
+
+/// `opened`, if it has the rows and the content hash `base` names.
+fn checked(opened: Manifest, base: &BaseRef) -> Result<Manifest, ManifestError> {
+    let problem = if opened.len() as u64 != base.rows {
+        format!(
+            "has {} rows, the selection names {}",
+            opened.len(),
+            base.rows
+        )
+    } else if opened.content_hash() != base.content_hash {
+        format!(
+            "has content hash {}, the selection names {}: it was rewritten since",
+            opened.content_hash(),
+            base.content_hash
+        )
+    } else {
+        return Ok(opened);
+    };
+    Err(ManifestError::corrupt(opened.path(), problem))
+}
+
+/// The object `name` in the same folder as the object `uri` (its query kept).
+fn sibling_uri(uri: &str, name: &str) -> String {
+    let (location, query) = match uri.split_once('?') {
+        Some((l, q)) => (l, Some(q)),
+        None => (uri, None),
+    };
+    let sibling = match location.rsplit_once('/') {
+        Some((folder, _)) => format!("{folder}/{name}"),
+        // A selection named without a folder: its base is in the same (current) folder.
+        None => name.to_string(),
+    };
+    match query {
+        Some(q) => format!("{sibling}?{q}"),
+        None => sibling,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sibling_is_in_the_selection_s_folder_whatever_names_it() {
+        assert_eq!(
+            sibling_uri("s3://b/runs/s.arrow?region=r", "n.arrow"),
+            "s3://b/runs/n.arrow?region=r"
+        );
+        assert_eq!(
+            sibling_uri("/data/runs/s.arrow", "n.arrow"),
+            "/data/runs/n.arrow"
+        );
+        assert_eq!(sibling_uri("runs/s.arrow", "n.arrow"), "runs/n.arrow");
+        assert_eq!(sibling_uri("s.arrow", "n.arrow"), "n.arrow");
+    }
 }

@@ -209,3 +209,69 @@ pub(crate) fn parse_meta(
         uri_template,
     })
 }
+
+/// Arrow types of a selection's columns, in file order, with their byte widths.
+pub(crate) const SELECTION_LAYOUT: [(DataType, usize); 2] =
+    [(DataType::UInt64, 8), (DataType::UInt64, 8)];
+
+/// A base manifest a selection reads its episodes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseRef {
+    /// Where it is: a file name beside the selection, a local path, or an object URI
+    /// (without credentials: the reader's own are used).
+    pub location: String,
+    /// Its [`Manifest::content_hash`], checked when the selection is opened.
+    pub content_hash: String,
+    /// Its rows: a selection's positions run over its bases taken in order.
+    pub rows: u64,
+}
+
+/// The bases as the selection's metadata holds them: a line each, `rows hash location`.
+pub(crate) fn bases_text(bases: &[BaseRef]) -> String {
+    bases
+        .iter()
+        .map(|b| format!("{} {} {}", b.rows, b.content_hash, b.location))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A base location a selection may name: ending in `.arrow`, and an `s3://` URI, an
+/// absolute path, or a plain name beside the selection. The name has no folder of its
+/// own, so no selection can make a reader climb out of its folder by a relative path.
+pub(crate) fn valid_location(location: &str) -> bool {
+    let path = location.split('?').next().unwrap_or_default();
+    path.ends_with(".arrow")
+        && (location.starts_with(S3_SCHEME)
+            || (!location.contains("://") && Path::new(location).is_absolute())
+            || !(location.contains(['/', '\\', ':']) || location.starts_with('.')))
+}
+
+/// The one object-store scheme a base may be named by.
+pub(crate) const S3_SCHEME: &str = "s3://";
+
+pub(crate) fn parse_bases(path: &Path, text: &str) -> Result<Vec<BaseRef>, ManifestError> {
+    text.lines()
+        .map(|line| {
+            let mut fields = line.splitn(3, ' ');
+            let rows = fields.next().and_then(|r| r.parse().ok());
+            let hash = fields.next().filter(|h| h.starts_with("xxh3_128:"));
+            let location = fields.next().filter(|l| !l.is_empty());
+            let location = location.filter(|l| valid_location(l));
+            match (rows, hash, location) {
+                (Some(rows), Some(hash), Some(location)) => Ok(BaseRef {
+                    location: location.to_string(),
+                    content_hash: hash.to_string(),
+                    rows,
+                }),
+                _ => Err(ManifestError::corrupt(
+                    path,
+                    format!(
+                        "{} line {line:?} is not `rows hash location` (a location ending in \
+                         .arrow: a name beside the selection, an absolute path or an object URI)",
+                        keys::BASES
+                    ),
+                )),
+            }
+        })
+        .collect()
+}

@@ -55,10 +55,11 @@ pub mod warehouse;
 mod write;
 
 pub use error::ManifestError;
-pub use fetch::{fetch_once, local_copy, node_manifest_dir, open_uri, open_uri_with};
+pub use fetch::{fetch_once, local_copy, node_manifest_dir, open_base_in, open_uri, open_uri_with};
 pub use hash::{digest_text, fnv1a, object_digest, parts_digest};
+pub use layout::BaseRef;
 pub use read::{EpisodeRef, Manifest, Sample, ShardView};
-pub use select::{BaseRef, Picks, write_selection};
+pub use select::{Picks, write_selection};
 pub use write::{ManifestNumbers, ManifestRow, ManifestWriter, write_manifest};
 
 /// The manifest format version this crate writes. Version 2 added the `digest` column;

@@ -7,8 +7,8 @@ use arrow_ipc::convert::try_fb_to_schema;
 use arrow_ipc::reader::{FileDecoder, read_footer_length};
 use arrow_schema::DataType;
 
+use crate::layout::{BaseRef, SELECTION_LAYOUT, parse_bases};
 use crate::layout::{LAYOUT, URI_POSITION, check_batch_header, column, parse_meta};
-use crate::select::{BaseRef, Origin, SELECTION_LAYOUT, open_base, parse_bases};
 use crate::{ManifestError, ManifestMeta, SELECTION_VERSION, columns as col, keys};
 
 /// An episode's columns for one record batch, borrowed from the mapped file.
@@ -58,6 +58,8 @@ pub struct Manifest {
     bases: Vec<(BaseRef, Manifest)>,
     /// For a selection, the base each of `columns` comes from.
     column_base: Vec<usize>,
+    /// Format version 3: rows that are positions in `bases`.
+    selection: bool,
     /// The hash the footer names, or one computed over the file when first asked for
     /// (manifests written before the footer carried it).
     content_hash: std::sync::OnceLock<String>,
@@ -65,30 +67,31 @@ pub struct Manifest {
     buffer: Buffer,
 }
 
-impl Manifest {
-    /// Maps the manifest at `path` and checks its format version and schema. A
-    /// selection's bases are opened too: a name beside it or a local path where they
-    /// are, an object URI fetched once per node into [`node_manifest_dir`](crate::node_manifest_dir).
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, ManifestError> {
-        let path = path.as_ref();
-        let origin = Origin::Local(path.parent().unwrap_or(Path::new("")).to_path_buf());
-        Self::open_from(path, &origin)
-    }
+/// Opens a selection's base (a version 1 or 2 manifest) as the selection names it.
+pub(crate) type OpenBase<'a> = dyn Fn(&BaseRef) -> Result<Manifest, ManifestError> + 'a;
 
-    /// [`Manifest::open`], with a selection's bases found from `origin`.
-    pub(crate) fn open_from(path: &Path, origin: &Origin<'_>) -> Result<Self, ManifestError> {
+impl Manifest {
+    /// Maps the manifest at `path` and checks its format version and schema; a
+    /// selection's bases come from `open_base`, and a selection is refused as `a_base`.
+    pub(crate) fn map(
+        path: &Path,
+        a_base: bool,
+        open_base: &OpenBase<'_>,
+    ) -> Result<Self, ManifestError> {
         let path = path.to_path_buf();
         let file = std::fs::File::open(&path).map_err(ManifestError::io(&path))?;
         // SAFETY: manifests are immutable once renamed into place; Reel never
         // writes to a published manifest, and the map is read-only.
         let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(ManifestError::io(&path))?;
-        Self::from_buffer(path, Buffer::from(bytes::Bytes::from_owner(mmap)), origin)
+        let buffer = Buffer::from(bytes::Bytes::from_owner(mmap));
+        Self::from_buffer(path, buffer, a_base, open_base)
     }
 
     fn from_buffer(
         path: PathBuf,
         buffer: Buffer,
-        origin: &Origin<'_>,
+        a_base: bool,
+        open_base: &OpenBase<'_>,
     ) -> Result<Self, ManifestError> {
         let not_arrow = |reason: &str| ManifestError::NotArrow {
             path: path.clone(),
@@ -159,7 +162,9 @@ impl Manifest {
         let mut columns = Vec::new();
         let mut column_starts = vec![0usize];
         let mut column_base = Vec::new();
-        if selection && matches!(origin, Origin::Base) {
+        if selection && a_base {
+            // Before anything it names is opened: no selection leads the reader from
+            // base to base, or round in a circle.
             return Err(ManifestError::corrupt(&path, "is itself a selection"));
         }
         if selection {
@@ -167,7 +172,7 @@ impl Manifest {
                 ManifestError::corrupt(&path, format!("a selection without {}", keys::BASES))
             })?;
             for base_ref in parse_bases(&path, text)? {
-                let base = open_base(&path, &base_ref, origin)?;
+                let base = open_base(&base_ref)?;
                 for c in &base.columns {
                     columns.push(c.clone());
                     column_base.push(bases.len());
@@ -278,6 +283,7 @@ impl Manifest {
             column_starts,
             bases,
             column_base,
+            selection,
             content_hash,
             buffer,
         };
@@ -341,7 +347,7 @@ impl Manifest {
 
     /// Total bytes of the listed episodes.
     pub fn total_bytes(&self) -> u64 {
-        if self.is_selection() {
+        if self.selection {
             return self.episodes().map(|e| e.bytes()).sum();
         }
         self.columns
@@ -354,11 +360,15 @@ impl Manifest {
     /// `end_ns` values, borrowed from the mapped file. For walking many rows in order
     /// without a lookup per row; a selection has none of its own (see its bases).
     pub fn time_columns(&self) -> impl Iterator<Item = (usize, &[i64], &[i64])> {
-        let own = !self.is_selection();
+        let own = if self.selection {
+            0
+        } else {
+            self.columns.len()
+        };
         self.columns
             .iter()
             .zip(&self.column_starts)
-            .filter(move |_| own)
+            .take(own)
             .map(|(c, &first)| {
                 (
                     first,
@@ -371,7 +381,7 @@ impl Manifest {
     /// Whether this manifest is a selection (format version 3): positions in the base
     /// manifests [`Manifest::bases`] names, not episodes of its own.
     pub fn is_selection(&self) -> bool {
-        !self.bases.is_empty() || self.batches.iter().any(|b| b.base_row.is_some())
+        self.selection
     }
 
     /// A selection's bases, as it names them; empty for a self-contained manifest.
