@@ -275,3 +275,134 @@ pub(crate) fn parse_bases(path: &Path, text: &str) -> Result<Vec<BaseRef>, Manif
         })
         .collect()
 }
+
+/// A selection's positions that break its rule: one outside the bases' `total` rows, or
+/// one picked twice (the episode would be sampled twice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BadPosition {
+    Outside {
+        row: usize,
+        position: u64,
+        total: u64,
+    },
+    Twice {
+        first: usize,
+        row: usize,
+        position: u64,
+    },
+}
+
+impl BadPosition {
+    pub(crate) fn row(&self) -> usize {
+        match *self {
+            Self::Outside { row, .. } | Self::Twice { row, .. } => row,
+        }
+    }
+}
+
+impl std::fmt::Display for BadPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::Outside {
+                position, total, ..
+            } => write!(f, "position {position} is outside the bases' {total} rows"),
+            Self::Twice {
+                first, position, ..
+            } => write!(
+                f,
+                "position {position} picked twice (first at row {first}): the episode would \
+                 be sampled twice"
+            ),
+        }
+    }
+}
+
+/// Checks a selection's positions, given as consecutive runs (its record batches): every
+/// one inside `0..total` and none twice. Positions that only ever increase (a curation
+/// in the bases' order) pass in one pass with no memory; others take one bit per base
+/// row, or, where the bases hold far more rows than are picked, a sorted copy.
+pub(crate) fn check_positions(runs: &[&[u64]], total: u64) -> Result<(), BadPosition> {
+    let all = || runs.iter().flat_map(|run| run.iter().copied());
+    let mut increasing = true;
+    let mut last = None;
+    for (row, position) in all().enumerate() {
+        if position >= total {
+            return Err(BadPosition::Outside {
+                row,
+                position,
+                total,
+            });
+        }
+        increasing &= last.is_none_or(|l| l < position);
+        last = Some(position);
+    }
+    if increasing {
+        return Ok(());
+    }
+    let twice = |row: usize, position: u64| {
+        let first = all().position(|q| q == position).unwrap_or(row);
+        BadPosition::Twice {
+            first,
+            row,
+            position,
+        }
+    };
+    let picked: usize = runs.iter().map(|run| run.len()).sum();
+    if total / 64 > picked as u64 * 8 {
+        let mut sorted: Vec<u64> = all().collect();
+        sorted.sort_unstable();
+        return match sorted.windows(2).find(|w| w[0] == w[1]) {
+            None => Ok(()),
+            Some(w) => {
+                let row = all().enumerate().filter(|&(_, q)| q == w[0]).nth(1);
+                Err(twice(row.map_or(0, |(row, _)| row), w[0]))
+            }
+        };
+    }
+    let mut seen = vec![0u64; total.div_ceil(64) as usize];
+    for (row, position) in all().enumerate() {
+        // Every position is inside `0..total` (checked above).
+        let (word, bit) = ((position / 64) as usize, 1u64 << (position % 64));
+        if seen[word] & bit != 0 {
+            return Err(twice(row, position));
+        }
+        seen[word] |= bit;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod position_tests {
+    use super::{BadPosition, check_positions};
+
+    #[test]
+    fn positions_are_checked_in_order_out_of_order_and_sparse() {
+        assert_eq!(check_positions(&[&[0, 2], &[5, 9]], 10), Ok(()));
+        assert_eq!(check_positions(&[&[5, 2], &[0, 9]], 10), Ok(()));
+        assert_eq!(
+            check_positions(&[&[0, 2], &[10]], 10),
+            Err(BadPosition::Outside {
+                row: 2,
+                position: 10,
+                total: 10
+            })
+        );
+        let twice = |first, row, position| BadPosition::Twice {
+            first,
+            row,
+            position,
+        };
+        // Out of order: one bit per base row.
+        assert_eq!(
+            check_positions(&[&[5, 2], &[7, 2]], 10),
+            Err(twice(1, 3, 2))
+        );
+        // Few picks of many base rows: a sorted copy.
+        assert_eq!(
+            check_positions(&[&[900_000, 3], &[900_000]], 1_000_000),
+            Err(twice(0, 2, 900_000))
+        );
+        // Repeated in order is not increasing.
+        assert_eq!(check_positions(&[&[1, 1]], 10), Err(twice(0, 1, 1)));
+    }
+}

@@ -7,7 +7,7 @@ use arrow_ipc::convert::try_fb_to_schema;
 use arrow_ipc::reader::{FileDecoder, read_footer_length};
 use arrow_schema::DataType;
 
-use crate::layout::{BaseRef, SELECTION_LAYOUT, parse_bases};
+use crate::layout::{BaseRef, SELECTION_LAYOUT, check_positions, parse_bases};
 use crate::layout::{LAYOUT, URI_POSITION, check_batch_header, column, parse_meta};
 use crate::{ManifestError, ManifestMeta, SELECTION_VERSION, columns as col, keys};
 
@@ -228,18 +228,6 @@ impl Manifest {
             let rows = sample_offset.len();
             let (base_row, num_samples) = if selection {
                 let base_row: UInt64Array = column(&path, &batch, col::ROW, &DataType::UInt64)?;
-                // One pass over the positions (8 bytes a row), so that every later
-                // lookup is inside the bases.
-                if let Some(i) = base_row.values().iter().position(|&r| r >= base_rows) {
-                    return Err(ManifestError::corrupt(
-                        &path,
-                        format!(
-                            "row {}: position {} is outside its bases' {base_rows} rows",
-                            row_starts.last().unwrap_or(&0) + i,
-                            base_row.value(i)
-                        ),
-                    ));
-                }
                 (Some(base_row), None)
             } else {
                 columns.push(EpisodeColumns {
@@ -272,6 +260,18 @@ impl Manifest {
                 sample_offset,
             });
             row_starts.push(row_starts.last().unwrap_or(&0) + rows);
+        }
+        // One pass over the positions (8 bytes a row), whoever wrote the selection: every
+        // later lookup is inside the bases, and no episode is sampled twice.
+        let runs: Vec<&[u64]> = batches
+            .iter()
+            .filter_map(|b| b.base_row.as_ref().map(|rows| rows.values().as_ref()))
+            .collect();
+        if let Err(bad) = check_positions(&runs, base_rows) {
+            return Err(ManifestError::corrupt(
+                &path,
+                format!("row {}: {bad}", bad.row()),
+            ));
         }
         let mut manifest = Self {
             path,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
 
-use crate::layout::{BaseRef, bases_text, valid_location};
+use crate::layout::{BaseRef, bases_text, check_positions, valid_location};
 use crate::write::{BATCH_ROWS, IpcOut, meta_entries};
 use crate::{Manifest, ManifestError, ManifestMeta, SELECTION_VERSION, columns as col, keys};
 
@@ -76,7 +76,12 @@ pub fn write_selection(
             ),
         });
     }
-    check_positions(picks.positions, bases.iter().map(|b| b.rows).sum())?;
+    check_positions(&[picks.positions], bases.iter().map(|b| b.rows).sum()).map_err(|bad| {
+        ManifestError::InvalidRow {
+            row: bad.row(),
+            reason: bad.to_string(),
+        }
+    })?;
     if let Some(bad) = (0..n).find(|&i| picks.end_ns[i] < picks.start_ns[i]) {
         return Err(ManifestError::InvalidRow {
             row: bad,
@@ -121,50 +126,4 @@ pub fn write_selection(
     }
     out.finish()?;
     Ok((n, samples))
-}
-
-/// Every position inside `0..total` and none twice: one bit per base row, or, where
-/// the bases hold far more rows than are picked, the positions sorted.
-fn check_positions(positions: &[u64], total: u64) -> Result<(), ManifestError> {
-    if let Some(row) = positions.iter().position(|&p| p >= total) {
-        let p = positions[row];
-        return Err(ManifestError::InvalidRow {
-            row,
-            reason: format!("position {p} is outside the bases' {total} rows"),
-        });
-    }
-    if total / 64 > positions.len() as u64 * 8 {
-        let mut sorted = positions.to_vec();
-        sorted.sort_unstable();
-        return match sorted.windows(2).find(|w| w[0] == w[1]) {
-            None => Ok(()),
-            Some(w) => {
-                let p = w[0];
-                let first = positions.iter().position(|&q| q == p).unwrap_or(0);
-                let row = positions.iter().rposition(|&q| q == p).unwrap_or(0);
-                Err(picked_twice(p, first, row))
-            }
-        };
-    }
-    let mut seen = vec![0u64; total.div_ceil(64) as usize];
-    for (row, &p) in positions.iter().enumerate() {
-        // Every position is inside `0..total` (checked above).
-        let (word, bit) = ((p / 64) as usize, 1u64 << (p % 64));
-        if seen[word] & bit != 0 {
-            let first = positions.iter().position(|&q| q == p).unwrap_or(row);
-            return Err(picked_twice(p, first, row));
-        }
-        seen[word] |= bit;
-    }
-    Ok(())
-}
-
-fn picked_twice(position: u64, first: usize, row: usize) -> ManifestError {
-    ManifestError::InvalidRow {
-        row,
-        reason: format!(
-            "position {position} picked twice (first at row {first}): the episode would be \
-             sampled twice"
-        ),
-    }
 }

@@ -229,6 +229,57 @@ fn positions_outside_the_bases_or_picked_twice_are_refused_and_nothing_is_writte
     assert_eq!(names.len(), 1, "no temporary left: {names:?}");
 }
 
+/// A selection written by another tool (here arrow-rs's own IPC writer) that repeats a
+/// position, in one record batch or across two, is refused when it opens: the rule holds
+/// where the data is read, not only where Reel writes it.
+#[test]
+fn a_selection_written_elsewhere_that_repeats_a_position_is_refused_on_open() {
+    use std::sync::Arc;
+
+    use arrow_array::{Array, RecordBatch, UInt64Array};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = write_base(&dir.path().join("b.arrow"), "ep", 12);
+    let sel = dir.path().join("s.arrow");
+    select(&sel, &[(&base, "b.arrow")], &[3, 5, 8]);
+    let file = std::fs::File::open(&sel).expect("opens");
+    let reader = arrow_ipc::reader::FileReader::try_new(file, None).expect("arrow reads it");
+    let schema = reader.schema();
+    let batches: Vec<RecordBatch> = reader.map(|b| b.expect("batch")).collect();
+    let [batch] = batches.as_slice() else {
+        panic!("one record batch")
+    };
+    let column = |name: &str| schema.index_of(name).expect("column");
+    let rows = column("row");
+    let edited = |values: &[u64]| {
+        let mut columns: Vec<Arc<dyn Array>> = batch.columns().to_vec();
+        columns[rows] = Arc::new(UInt64Array::from(values.to_vec()));
+        RecordBatch::try_new(schema.clone(), columns).expect("batch")
+    };
+    for (name, written) in [
+        ("one-batch.arrow", vec![edited(&[3, 5, 3])]),
+        (
+            "two-batches.arrow",
+            vec![edited(&[3, 5, 8]), edited(&[9, 8, 11])],
+        ),
+    ] {
+        let path = dir.path().join(name);
+        let out = std::fs::File::create(&path).expect("creates");
+        let mut writer = arrow_ipc::writer::FileWriter::try_new(out, &schema).expect("writer");
+        for batch in &written {
+            writer.write(batch).expect("writes");
+        }
+        writer.finish().expect("finishes");
+        let err = Manifest::open(&path).expect_err("a repeated position is refused");
+        assert!(
+            matches!(err, ManifestError::Corrupt { .. })
+                && err.to_string().contains("picked twice")
+                && err.to_string().contains(name),
+            "{name}: {err}"
+        );
+    }
+}
+
 #[test]
 fn a_base_named_by_a_relative_path_with_a_folder_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
