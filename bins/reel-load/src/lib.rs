@@ -275,6 +275,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let (stats, state, skipped_episodes) =
         (epochs.stats(), epochs.state(), epochs.skipped_episodes());
+    // Samples skipped in batches that came out empty at the end, which no batch reported.
+    for s in epochs.skipped_after_last_batch() {
+        eprintln!("skipped {} at {}: {}", s.uri, s.anchor_ns, s.reason);
+    }
     // Stopping the workers is part of the run's time.
     drop(epochs);
     let seconds = loading.elapsed().as_secs_f64();

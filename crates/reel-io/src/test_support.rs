@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{Error, Result, Store, StoreOptions};
@@ -207,23 +207,40 @@ pub struct CloudProxy {
 }
 
 /// Requests a [`CloudProxy`] fails on purpose: every `every`-th request's connection is
-/// closed before the request reaches the server, as a store dropping connections does.
+/// closed before the request reaches the server, as a store dropping connections does;
+/// and, once asked ([`CloudProxy::garble_once_then_fail`]), one response garbled and
+/// every later request failed.
 #[derive(Debug, Default)]
 struct Faults {
     every: u64,
     seen: AtomicU64,
     failed: AtomicU64,
+    /// [`SERVING`], [`GARBLE_NEXT`] or [`DOWN`].
+    mode: AtomicU8,
 }
+
+const SERVING: u8 = 0;
+const GARBLE_NEXT: u8 = 1;
+const DOWN: u8 = 2;
 
 impl Faults {
     /// Whether to fail the request that just arrived.
     fn fail_next(&self) -> bool {
         let n = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
-        let fail = self.every > 0 && n.is_multiple_of(self.every);
+        let fail = (self.every > 0 && n.is_multiple_of(self.every))
+            || self.mode.load(Ordering::SeqCst) == DOWN;
         if fail {
             self.failed.fetch_add(1, Ordering::Relaxed);
         }
         fail
+    }
+
+    /// Whether the response starting now is the one to garble (the store goes down
+    /// behind it).
+    fn garble_this_response(&self) -> bool {
+        self.mode
+            .compare_exchange(GARBLE_NEXT, DOWN, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
     }
 }
 
@@ -244,6 +261,18 @@ impl CloudProxy {
     /// Requests failed on purpose so far.
     pub fn failed_requests(&self) -> u64 {
         self.faults.failed.load(Ordering::Relaxed)
+    }
+
+    /// The body of the next response to start comes back with every byte flipped (its
+    /// length and headers intact), and every request after it fails (its connection
+    /// closed): a store that served bad bytes once, then became unreachable.
+    pub fn garble_once_then_fail(&self) {
+        self.faults.mode.store(GARBLE_NEXT, Ordering::SeqCst);
+    }
+
+    /// Serves every request faithfully again.
+    pub fn heal(&self) {
+        self.faults.mode.store(SERVING, Ordering::SeqCst);
     }
 
     fn start_with_faults(
@@ -311,6 +340,7 @@ async fn proxy_connection(
     let _ = server.set_nodelay(true);
     let (mut client_rx, mut client_tx) = client.into_split();
     let (mut server_rx, mut server_tx) = server.into_split();
+    let shared_faults = Arc::clone(&faults);
     tokio::spawn(async move {
         let mut buf = vec![0u8; 64 << 10];
         while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
@@ -327,7 +357,17 @@ async fn proxy_connection(
     });
     let mut buf = vec![0u8; 64 << 10];
     let mut next = tokio::time::Instant::now();
+    // Body bytes of a garbled response still to flip.
+    let mut garbling = 0usize;
     while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
+        let mut from = 0;
+        if garbling == 0 && buf[..n].starts_with(b"HTTP/1.") && shared_faults.garble_this_response()
+        {
+            (from, garbling) = body_of(&buf[..n]);
+        }
+        let end = n.min(from + garbling);
+        buf[from..end].iter_mut().for_each(|b| *b ^= 0xa5);
+        garbling -= end - from;
         if client_tx.write_all(&buf[..n]).await.is_err() {
             break;
         }
@@ -344,6 +384,21 @@ async fn proxy_connection(
         }
     }
     let _ = client_tx.shutdown().await;
+}
+
+/// Where the body of the HTTP response starting `bytes` begins, and its length (its
+/// `Content-Length`; 0 where the headers are not all in `bytes` or do not say).
+fn body_of(bytes: &[u8]) -> (usize, usize) {
+    let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return (0, 0);
+    };
+    let headers = String::from_utf8_lossy(&bytes[..end]).to_ascii_lowercase();
+    let length = headers
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    (end + 4, length)
 }
 
 /// What the scale benches share: their `--name value` arguments and the peak memory of

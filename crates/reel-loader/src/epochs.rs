@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::batch::Batch;
+use crate::batch::{Batch, Skipped};
 use crate::error::{LoaderError, Result};
 use crate::loader::{Batches, LoadStats, Loader};
 use crate::order::LoaderState;
@@ -20,6 +20,7 @@ impl Loader {
             current: None,
             finished: LoadStats::default(),
             finished_skipped: BTreeMap::new(),
+            carried: Vec::new(),
             ended: false,
         }
     }
@@ -36,6 +37,9 @@ pub struct Epochs {
     finished: LoadStats,
     /// Skipped episodes of the finished epochs, by URI.
     finished_skipped: BTreeMap<String, SkippedEpisode>,
+    /// Skipped samples of a finished epoch's last batches, which came out empty: reported
+    /// with the next batch delivered.
+    carried: Vec<Skipped>,
     ended: bool,
 }
 
@@ -57,6 +61,17 @@ impl Epochs {
             merge_skipped(&mut all, batches.skipped_episodes());
         }
         all.into_values().collect()
+    }
+
+    /// The skipped samples that no delivered batch reports yet (an epoch's last batches
+    /// came out empty, and no batch followed): read when the run stops. With the batches'
+    /// own `skipped`, every skipped sample is reported exactly once.
+    pub fn skipped_after_last_batch(&self) -> Vec<Skipped> {
+        let mut unreported = self.carried.clone();
+        if let Some(batches) = &self.current {
+            unreported.extend_from_slice(batches.skipped_after_last_batch());
+        }
+        unreported
     }
 
     /// What was delivered and done since the first epoch started (decode and read counts
@@ -99,7 +114,13 @@ impl Iterator for Epochs {
                 },
             };
             if let Some(item) = batches.next() {
-                return Some(item);
+                return Some(item.map(|mut batch| {
+                    if !self.carried.is_empty() {
+                        self.carried.append(&mut batch.skipped);
+                        batch.skipped = std::mem::take(&mut self.carried);
+                    }
+                    batch
+                }));
             }
             let done = batches.state();
             // Every sample of a whole epoch skipped (max_skipped allowing it): the next
@@ -113,6 +134,8 @@ impl Iterator for Epochs {
             }
             self.finished = add(self.finished, batches.stats());
             merge_skipped(&mut self.finished_skipped, batches.skipped_episodes());
+            self.carried
+                .extend_from_slice(batches.skipped_after_last_batch());
             self.state = next_epoch_if_done(batches);
             // An epoch that stopped short lost a worker: starting it again would repeat
             // the failure.

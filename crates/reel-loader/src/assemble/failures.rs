@@ -42,8 +42,9 @@ impl Worker {
                     return Ok(Some(e.to_string()));
                 }
                 // Bytes that do not parse in an episode that read well before: where the
-                // store ignored the read's If-Match, the object may have been replaced.
-                ErrorKind::BadInput if !at_open && !reopened && self.replaced(row) => {
+                // store ignored the read's If-Match, the object may have been replaced. A
+                // store that cannot say (an outage) gives no verdict on the episode.
+                ErrorKind::BadInput if !at_open && !reopened && self.replaced(row)? => {
                     self.close(row);
                     reopened = true;
                 }
@@ -60,12 +61,14 @@ impl Worker {
         }
     }
 
-    /// Whether the object of open episode `row` was replaced since it was opened.
-    pub(super) fn replaced(&self, row: usize) -> bool {
-        self.episodes
-            .iter()
-            .find(|(r, _)| *r == row)
-            .is_some_and(|(_, e)| e.reader.source().has_changed().unwrap_or(false))
+    /// Whether the object of open episode `row` was replaced since it was opened; an
+    /// error when the store cannot say (unreachable after its retries): an outage, not a
+    /// verdict on the episode.
+    pub(super) fn replaced(&self, row: usize) -> Result<bool> {
+        match self.episodes.iter().find(|(r, _)| *r == row) {
+            Some((_, e)) => Ok(e.reader.source().has_changed()?),
+            None => Ok(false),
+        }
     }
 
     /// Forgets what was read of episode `row` (its open reader and decoded GOPs): the

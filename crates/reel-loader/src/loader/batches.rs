@@ -25,7 +25,8 @@ pub struct Batches {
     pub(super) counts_at_start: WorkerCounts,
     /// The episodes whose samples were skipped so far, by URI.
     pub(super) skipped: BTreeMap<String, SkippedEpisode>,
-    /// Skipped samples of batches left out for being empty, reported with the next batch.
+    /// Skipped samples of batches left out for being empty, reported with the next batch,
+    /// or, when no batch follows, by [`Batches::skipped_after_last_batch`].
     pub(super) carried: Vec<Skipped>,
     /// A worker was lost, or too many samples were skipped: no further batch comes.
     pub(super) ended: bool,
@@ -36,6 +37,18 @@ impl Batches {
     /// many and why.
     pub fn skipped_episodes(&self) -> Vec<SkippedEpisode> {
         self.skipped.values().cloned().collect()
+    }
+
+    /// The skipped samples that no delivered batch reports: those of the batches after the
+    /// last one delivered, which came out empty (every sample skipped), once the iteration
+    /// has ended (at the epoch's end, or on an error); empty while it goes on. With the
+    /// batches' own `skipped`, every skipped sample of the epoch is reported exactly once.
+    pub fn skipped_after_last_batch(&self) -> &[Skipped] {
+        if self.ended || self.next >= self.total {
+            &self.carried
+        } else {
+            &[]
+        }
     }
 
     /// Where the run stands after the batches delivered so far.

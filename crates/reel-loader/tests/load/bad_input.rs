@@ -171,3 +171,70 @@ fn a_spec_the_episodes_cannot_serve_is_refused_with_the_reason() {
     .to_string();
     assert!(err.contains("rank 2"), "{err}");
 }
+
+/// Every skipped sample is reported exactly once, whatever the order: in a batch's
+/// `skipped`, or, when the epoch's last batches came out empty, by
+/// `skipped_after_last_batch`; rolling over epochs, with the next epoch's first batch.
+#[test]
+fn every_skipped_sample_is_reported_once_even_after_the_last_batch() {
+    let spec = spec();
+    let f = fixture(3, 3.0, spec.sampling_rule());
+    let manifest = Manifest::open(&f.manifest).expect("manifest");
+    let bad_uri = corrupt(&f, &manifest, 1);
+    let bad_samples = manifest.episode(1).expect("row").num_samples();
+    let mut ended_on_empty_batches = 0;
+    for seed in 0..8 {
+        let loader = loader(
+            &f,
+            &spec,
+            LoaderOptions {
+                batch_size: 1,
+                workers: 2,
+                shuffle: Shuffle::Global,
+                seed,
+                max_skipped: 1.0,
+                ..LoaderOptions::default()
+            },
+        );
+        let mut epoch = loader.epoch(0).expect("epoch");
+        let batches: Vec<Batch> = epoch.by_ref().map(|b| b.expect("batch")).collect();
+        let trailing = epoch.skipped_after_last_batch();
+        ended_on_empty_batches += usize::from(!trailing.is_empty());
+        let mut reports: Vec<(&str, i64)> = batches
+            .iter()
+            .flat_map(|b| &b.skipped)
+            .chain(trailing)
+            .map(|s| (s.uri.as_str(), s.anchor_ns))
+            .collect();
+        assert_eq!(epoch.stats().skipped, bad_samples, "seed {seed}");
+        assert_eq!(reports.len() as u64, bad_samples, "seed {seed}");
+        assert!(reports.iter().all(|(uri, _)| *uri == bad_uri));
+        reports.sort_unstable();
+        reports.dedup();
+        assert_eq!(
+            reports.len() as u64,
+            bad_samples,
+            "seed {seed}: reported twice"
+        );
+
+        // Rolling over: epoch 0's last reports come with epoch 1's first batch.
+        let first_of_next = loader
+            .epoch(1)
+            .expect("epoch")
+            .next()
+            .expect("a batch")
+            .expect("batch")
+            .skipped
+            .len() as u64;
+        let rolled: u64 = loader
+            .epochs(LoaderState::default())
+            .take(batches.len() + 1)
+            .map(|b| b.expect("batch").skipped.len() as u64)
+            .sum();
+        assert_eq!(rolled, bad_samples + first_of_next, "seed {seed}");
+    }
+    assert!(
+        ended_on_empty_batches > 0,
+        "no seed ended an epoch on empty batches: the case went untested"
+    );
+}

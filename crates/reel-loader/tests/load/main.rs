@@ -7,8 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use reel_io::test_support::S3Server;
+use reel_io::test_support::{CloudProxy, S3Server};
 use reel_io::{ErrorKind, Kinded, MmapSource, Store, StoreOptions};
 use reel_loader::{
     Batch, EdgePolicy, Loader, LoaderError, LoaderOptions, LoaderState, ResumeCheck, SampleSpec,

@@ -208,7 +208,8 @@ impl Pipeline {
 
     /// Runs `read` over the canonical object `key`; when it fails because another
     /// process replaced the object meanwhile (two batches ingesting the same episode),
-    /// runs it again over the new version, a few times at most.
+    /// runs it again over the new version, a few times at most. A store that cannot say
+    /// whether the object changed (an outage) fails the read with that outage.
     pub(super) fn read_canonical<T>(
         &self,
         key: &str,
@@ -221,8 +222,7 @@ impl Pipeline {
             match read(&source) {
                 Err(e)
                     if attempt < ATTEMPTS
-                        && (e.kind() == ErrorKind::Changed
-                            || source.has_changed().unwrap_or(false)) =>
+                        && (e.kind() == ErrorKind::Changed || source.has_changed()?) =>
                 {
                     attempt += 1;
                 }
