@@ -117,11 +117,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if summary.rows == 0 {
         eprintln!("reel-curate: warning: the query selected no episodes; the manifest is empty");
     }
-    if args.by_position && !summary.selection {
-        eprintln!(
-            "reel-curate: no current compaction with bases, or the query does not keep the \
-             table's rows whole: wrote a self-contained manifest"
-        );
+    if let Some(reason) = &summary.declined {
+        eprintln!("reel-curate: wrote a self-contained manifest, not a selection: {reason}");
     }
     let seconds = started.elapsed().as_secs_f64();
     if let Some(key) = &args.upload {
@@ -162,6 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "samples": summary.samples,
             "snapshot": summary.snapshot,
             "selection": summary.selection,
+            "declined": summary.declined,
             "beside": summary.beside,
             "seconds": seconds,
         })

@@ -21,47 +21,60 @@ use crate::{CurateError, CurationOptions, CurationSummary, Warehouse};
 /// ingested since (those rows, not yet deduplicated, in order).
 pub(crate) const POSITION: &str = "__reel_position";
 
+/// What [`curate`] did: wrote a selection, or declined (and wrote nothing), saying why.
+pub(crate) enum ByPosition {
+    Written(CurationSummary),
+    Declined(String),
+}
+
 /// Runs `sql` and writes its episodes at `output` as a selection of the compaction's
-/// bases. `None` when the warehouse cannot address its rows by position (no current
-/// compaction, or one without bases) or the query may not keep the table's rows whole
-/// (its position column is gone, or it may rewrite a manifest column): nothing is
-/// written then.
+/// bases. Declines, writing nothing, where the warehouse cannot address its rows by
+/// position (no current compaction, or one without bases, or too large to number) or the
+/// query may not keep the table's rows whole: its plan drops the position, or does not
+/// hand a manifest column through as the table's value of the same row
+/// ([`row_lineage`](crate::row_lineage)).
 pub(crate) fn curate(
     warehouse: &Warehouse,
     sql: &str,
     sampling: SamplingRule,
     output: &Path,
     options: CurationOptions,
-) -> Result<Option<CurationSummary>, CurateError> {
+) -> Result<ByPosition, CurateError> {
+    let declined = |reason: &str| Ok(ByPosition::Declined(reason.to_string()));
     let Some((pointer, delta)) = warehouse.compaction() else {
-        return Ok(None);
+        return declined("the warehouse has no current compaction");
     };
     if pointer.bases.is_empty() || pointer.bases.len() != pointer.parts.len() {
-        return Ok(None);
+        return declined(
+            "the compaction wrote no bases (an older Reel's, or rows a manifest refuses)",
+        );
     }
     // Polars numbers rows in its index type (32 bits unless built for more): past it,
     // rows are not numbered, and the manifest is self-contained.
     let compacted: u64 = pointer.bases.iter().map(|b| b.rows).sum();
     if compacted.saturating_mul(2) >= IdxSize::MAX as u64 {
-        return Ok(None);
-    }
-    // A selection gives each episode its base row's values: a query that may give a
-    // manifest column other values (`SELECT * REPLACE (…)`, `… AS start_ns`) is
-    // written self-contained.
-    let mut rewritable = NEEDED.to_vec();
-    rewritable.extend([DIGEST, POSITION]);
-    if crate::query_policy::may_rewrite(sql, &rewritable) {
-        return Ok(None);
+        return declined("the compaction has more rows than Polars numbers");
     }
     let (table, whole_log) = warehouse.episodes_table(true)?;
-    let mut lf = warehouse.query_table(sql, table)?;
-    let schema = lf.collect_schema().map_err(CurateError::Query)?;
-    if schema.get(POSITION).is_none() {
-        return Ok(None);
+    let db = warehouse.db_tables_of(sql)?;
+    // A selection gives each episode its base row's values: the query must hand every
+    // manifest column through as the table's own, judged on its plan over a stand-in.
+    let mut tracked = NEEDED.to_vec();
+    tracked.extend([DIGEST, POSITION]);
+    let schema = table.clone().collect_schema().map_err(CurateError::Query)?;
+    let (stand_in, frame) = crate::row_lineage::stand_in(schema);
+    let planned = crate::query_over(sql, stand_in, &db)?;
+    if let Err(reason) = crate::row_lineage::check(planned, &frame, &tracked) {
+        return Ok(ByPosition::Declined(reason));
     }
+    let mut lf = crate::query_over(sql, table, &db)?;
+    let schema = lf.collect_schema().map_err(CurateError::Query)?;
     // The columns a self-contained manifest takes, as it would ask for them.
     if let Some(column) = NEEDED.into_iter().find(|c| schema.get(c).is_none()) {
         return Err(CurateError::MissingColumn { column });
+    }
+    if schema.get(POSITION).is_none() {
+        return declined("the query's result leaves out the table's row position");
     }
     let picked = lf
         .select([col(POSITION).cast(DataType::UInt64)])
@@ -102,11 +115,10 @@ pub(crate) fn curate(
     newer_rows.sort_unstable();
     newer_rows.dedup();
     let meta = ManifestMeta::new(sql, warehouse.snapshot_id(), sampling);
-    let mut beside = Vec::new();
+    // Removed again, on any failure, unless the selection that names them is written.
+    let mut beside = Beside::default();
     if !newer_rows.is_empty() {
-        let path = write_newer(warehouse, delta, &newer_rows, &meta, output)?;
-        // Removed again if the selection is not written after all.
-        beside.push(path.clone());
+        let path = write_newer(warehouse, delta, &newer_rows, &meta, output, &mut beside)?;
         let newer = Manifest::open(&path)?;
         let name = path
             .file_name()
@@ -115,7 +127,7 @@ pub(crate) fn curate(
         refs.push(BaseRef::to(&newer, name));
         bases.push(newer);
     }
-    let written = select_and_write(SelectionInput {
+    let (rows, samples) = select_and_write(SelectionInput {
         picked,
         compacted_rows,
         newer_rows: &newer_rows,
@@ -126,23 +138,57 @@ pub(crate) fn curate(
         check_all_ids: whole_log,
         meta: &meta,
         output,
-    });
-    let (rows, samples) = match written {
-        Ok(written) => written,
-        Err(e) => {
-            for file in &beside {
-                let _ = std::fs::remove_file(file);
-            }
-            return Err(e);
-        }
-    };
-    Ok(Some(CurationSummary {
+    })?;
+    Ok(ByPosition::Written(CurationSummary {
         rows,
         samples,
         snapshot: meta.warehouse_snapshot,
         selection: true,
-        beside,
+        declined: None,
+        beside: beside.keep(),
     }))
+}
+
+/// Files a curation wrote beside its selection: removed when dropped, unless kept (the
+/// selection naming them was written). A file that was there before is never removed:
+/// named by its content, it may be another selection's.
+#[derive(Debug, Default)]
+struct Beside {
+    files: Vec<PathBuf>,
+    created: Vec<PathBuf>,
+}
+
+impl Beside {
+    /// `path`, written by this curation; `created` when nothing was there before.
+    fn add(&mut self, path: PathBuf, created: bool) {
+        if created {
+            self.created.push(path.clone());
+        }
+        self.files.push(path);
+    }
+
+    /// A temporary file of this curation's, removed unless renamed (then [`Beside::forget`]).
+    fn temporary(&mut self, path: PathBuf) {
+        self.created.push(path);
+    }
+
+    fn forget(&mut self, path: &Path) {
+        self.created.retain(|p| p != path);
+    }
+
+    /// The files, which stay.
+    fn keep(mut self) -> Vec<PathBuf> {
+        self.created.clear();
+        std::mem::take(&mut self.files)
+    }
+}
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        for file in &self.created {
+            let _ = std::fs::remove_file(file);
+        }
+    }
 }
 
 /// What [`select_and_write`] needs.
@@ -270,6 +316,7 @@ fn write_newer(
     rows: &[u64],
     meta: &ManifestMeta,
     output: &Path,
+    beside: &mut Beside,
 ) -> Result<PathBuf, CurateError> {
     let mut columns: Vec<Expr> = NEEDED.map(col).to_vec();
     let newer = warehouse.scan_log(delta.iter().map(String::as_str))?;
@@ -297,14 +344,53 @@ fn write_newer(
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "manifest".into());
     let unnamed = output.with_file_name(format!("{stem}.newer.arrow"));
+    beside.temporary(unnamed.clone());
     crate::write_frame(&picked, meta, &unnamed, CurationOptions::default())?;
     let hash = Manifest::open(&unnamed)?.content_hash().to_string();
     let digits = hash.trim_start_matches("xxh3_128:");
     let short = digits.get(..16).unwrap_or(digits);
     let named = output.with_file_name(format!("{stem}.newer-{short}.arrow"));
+    let existed = named.exists();
     std::fs::rename(&unnamed, &named).map_err(|source| reel_manifest::ManifestError::Io {
         path: named.clone(),
         source,
     })?;
+    beside.forget(&unnamed);
+    beside.add(named.clone(), !existed);
     Ok(named)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Beside;
+
+    /// Whatever step fails after a file beside is written (writing it, opening it,
+    /// renaming it, writing the selection), the guard is dropped unkept: what this
+    /// curation created is removed, what was there before stays, and a kept guard
+    /// removes nothing.
+    #[test]
+    fn files_beside_are_removed_unless_kept_and_earlier_ones_stay() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = |name: &str| dir.path().join(name);
+        for name in ["temporary", "created", "earlier"] {
+            std::fs::write(path(name), name).expect("writes");
+        }
+        {
+            let mut beside = Beside::default();
+            beside.temporary(path("temporary"));
+            beside.add(path("created"), true);
+            beside.add(path("earlier"), false);
+        }
+        assert!(!path("temporary").exists() && !path("created").exists());
+        assert!(path("earlier").exists(), "another selection's file stays");
+
+        std::fs::write(path("renamed"), "x").expect("writes");
+        std::fs::write(path("kept"), "x").expect("writes");
+        let mut beside = Beside::default();
+        beside.temporary(path("renamed"));
+        beside.forget(&path("renamed"));
+        beside.add(path("kept"), true);
+        assert_eq!(beside.keep(), vec![path("kept")]);
+        assert!(path("renamed").exists() && path("kept").exists());
+    }
 }

@@ -19,6 +19,8 @@ pub struct CurationSummary {
     /// Whether the manifest is a selection of the compaction's bases (format version 3)
     /// rather than a copy of every row.
     pub selection: bool,
+    /// Why a curation asked by position wrote a self-contained manifest instead.
+    pub declined: Option<String>,
     /// Files written beside the manifest that it names (a selection's episodes ingested
     /// since the compaction): they go wherever it goes.
     pub beside: Vec<std::path::PathBuf>,
@@ -112,6 +114,7 @@ pub(crate) fn curate_self_contained(
         samples,
         snapshot,
         selection: false,
+        declined: None,
         beside: Vec::new(),
     })
 }

@@ -34,6 +34,7 @@ mod curation;
 pub mod db_tables;
 mod episodes_schema;
 pub mod query_policy;
+mod row_lineage;
 #[cfg(feature = "test-support")]
 pub mod synthetic;
 
@@ -401,20 +402,19 @@ impl Warehouse {
         sql: &str,
         episodes: LazyFrame,
     ) -> Result<LazyFrame, CurateError> {
+        let db = self.db_tables_of(sql)?;
+        query_over(sql, episodes, &db)
+    }
+
+    /// The database's tables `sql` reads, by name, after checking that it reads only the
+    /// warehouse's tables. Only those: each costs a scan of its change log.
+    pub(crate) fn db_tables_of(&self, sql: &str) -> Result<Vec<(String, LazyFrame)>, CurateError> {
         let db_names = self.db.names();
         let mut tables = vec![EPISODES_TABLE];
         tables.extend(db_names.iter().map(String::as_str));
         let named = query_policy::check_query(sql, &tables)?;
-        let mut context = SQLContext::new();
-        context.register(EPISODES_TABLE, episodes);
-        // Only the tables the query names: each costs a scan of its change log.
-        for (name, frame) in self
-            .db
-            .frames(self, |n| named.iter().any(|t| t.eq_ignore_ascii_case(n)))?
-        {
-            context.register(&name, frame);
-        }
-        context.execute(sql).map_err(CurateError::Query)
+        self.db
+            .frames(self, |n| named.iter().any(|t| t.eq_ignore_ascii_case(n)))
     }
 
     /// Runs `sql` (which reads the table `episodes`) and returns its rows.
@@ -425,6 +425,21 @@ impl Warehouse {
 
 /// The table a curation query reads.
 pub const EPISODES_TABLE: &str = "episodes";
+
+/// Plans `sql` over `episodes` and the database's tables `db` (checked by
+/// [`Warehouse::db_tables_of`]).
+pub(crate) fn query_over(
+    sql: &str,
+    episodes: LazyFrame,
+    db: &[(String, LazyFrame)],
+) -> Result<LazyFrame, CurateError> {
+    let mut context = SQLContext::new();
+    context.register(EPISODES_TABLE, episodes);
+    for (name, frame) in db {
+        context.register(name, frame.clone());
+    }
+    context.execute(sql).map_err(CurateError::Query)
+}
 
 /// Keeps the latest ingestion (largest `ingested_at_ns`) of each episode.
 pub(crate) fn latest_of(rows: LazyFrame) -> Result<LazyFrame, CurateError> {
@@ -479,11 +494,19 @@ pub fn curate_to_manifest_with(
     output: &Path,
     options: CurationOptions,
 ) -> Result<CurationSummary, CurateError> {
-    if options.by_position
-        && !options.uri_column
-        && let Some(summary) = by_position::curate(warehouse, sql, sampling, output, options)?
-    {
-        return Ok(summary);
-    }
-    curation::curate_self_contained(warehouse, sql, sampling, output, options)
+    let declined = if !options.by_position {
+        None
+    } else if options.uri_column {
+        Some("a uri column was asked for (a selection has none)".to_string())
+    } else {
+        match by_position::curate(warehouse, sql, sampling, output, options)? {
+            by_position::ByPosition::Written(summary) => return Ok(summary),
+            by_position::ByPosition::Declined(reason) => Some(reason),
+        }
+    };
+    let summary = curation::curate_self_contained(warehouse, sql, sampling, output, options)?;
+    Ok(CurationSummary {
+        declined,
+        ..summary
+    })
 }

@@ -77,36 +77,6 @@ pub fn check_query(sql: &str, tables: &[&str]) -> Result<BTreeSet<String>, Query
     }
 }
 
-/// Whether `sql` may give any of `columns` other values than the table's (a wildcard
-/// with `REPLACE` or `RENAME`, or an expression named like one of them), judged on the
-/// parsed query as Polars' parser writes it back. Conservative: when unsure, true.
-pub(crate) fn may_rewrite(sql: &str, columns: &[&str]) -> bool {
-    let Ok(statements) = Parser::new(&GenericDialect)
-        .with_options(ParserOptions {
-            trailing_commas: true,
-            ..Default::default()
-        })
-        .try_with_sql(sql)
-        .and_then(|mut parser| parser.parse_statements())
-    else {
-        return true;
-    };
-    let text = statements
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_ascii_lowercase();
-    let named = |column: &str| {
-        let alias = format!("as {column}");
-        text.match_indices(&alias).any(|(at, _)| {
-            let after = text[at + alias.len()..].chars().next();
-            !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
-    };
-    text.contains("replace (") || text.contains("rename ") || columns.iter().any(|c| named(c))
-}
-
 fn owned(tables: &[&str]) -> Vec<String> {
     tables.iter().map(|t| t.to_string()).collect()
 }

@@ -709,6 +709,211 @@ fn by_position_refuses_or_declines_what_a_self_contained_curation_would_not_copy
     assert!(matches!(err, CurateError::DuplicateEpisode { .. }), "{err}");
 }
 
+/// The test warehouse, compacted, then episodes `range` ingested again since.
+fn compacted_then_reingested(dir: &Path, range: std::ops::Range<u64>) -> Warehouse {
+    build_warehouse(dir);
+    compact(&open(dir)).expect("compacts");
+    let later = dir.join("episodes/ingest_date=2026-12-01");
+    std::fs::create_dir_all(&later).expect("mkdir");
+    std::fs::write(
+        later.join("part-0000.parquet"),
+        parquet_file(SEED, range, 3).expect("encodes"),
+    )
+    .expect("writes");
+    open(dir)
+}
+
+/// Generated queries in the forms a manifest column can be rewritten or handed through
+/// (aliases quoted and not, with and without `AS`, `REPLACE`, `EXCLUDE`, subqueries,
+/// CTEs, joins, `DISTINCT`, window functions, `UNION ALL`, `GROUP BY`), each curated both
+/// ways over a compaction with episodes ingested since: the selection reads exactly as
+/// the self-contained manifest, or curation by position wrote a self-contained one and
+/// said why, or both refuse the query.
+#[test]
+fn by_position_gives_the_self_contained_samples_for_every_generated_query() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = compacted_then_reingested(dir.path(), 100..160);
+    let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
+
+    let projections = [
+        "*",
+        "* EXCLUDE (robot_id)",
+        "* EXCLUDE (start_ns)",
+        "* REPLACE (start_ns + 2000000000 AS start_ns)",
+        "* REPLACE (start_ns AS start_ns)",
+        "* REPLACE (bytes * 2 AS bytes)",
+        "*, end_ns - 1000000000 AS end_ns_early",
+        "*, row_number() OVER (PARTITION BY task ORDER BY start_ns) AS rn",
+        "* EXCLUDE (start_ns), end_ns - 2000000000 AS start_ns",
+        "* EXCLUDE (start_ns), end_ns - 2000000000 start_ns",
+        "* EXCLUDE (start_ns), end_ns - 2000000000 AS \"start_ns\"",
+        "* EXCLUDE (start_ns), \"end_ns\" - 2000000000 \"start_ns\"",
+        "* EXCLUDE (start_ns), start_ns AS \"start_ns\"",
+        "* EXCLUDE (uri), uri || '' AS uri",
+        "* EXCLUDE (episode_id), upper(episode_id) episode_id",
+        "* EXCLUDE (bytes), bytes + 0 AS bytes",
+        "* EXCLUDE (end_ns, start_ns), start_ns AS end_ns, start_ns AS start_ns",
+        "episode_id, uri, start_ns, end_ns, bytes, camera_frames, state_steps, action_steps",
+    ];
+    let filters = ["success", "task = 'fold_towel' OR NOT qc_pass"];
+    let mut queries = Vec::new();
+    for p in projections {
+        for f in filters {
+            queries.extend([
+                format!("SELECT {p} FROM episodes WHERE {f}"),
+                format!("SELECT {p} FROM (SELECT * FROM episodes WHERE {f}) AS sub"),
+                format!("WITH chosen AS (SELECT {p} FROM episodes WHERE {f}) SELECT * FROM chosen"),
+                format!("SELECT DISTINCT {p} FROM episodes WHERE {f}"),
+                format!(
+                    "SELECT {p} FROM episodes WHERE episode_id IN \
+                     (SELECT episode_id FROM episodes WHERE {f})"
+                ),
+                format!("SELECT {p} FROM episodes WHERE {f} ORDER BY start_ns DESC LIMIT 50"),
+                format!(
+                    "SELECT {p} FROM episodes WHERE {f} UNION ALL \
+                     SELECT {p} FROM episodes WHERE NOT ({f})"
+                ),
+            ]);
+        }
+    }
+    for f in filters {
+        queries.extend([
+            format!(
+                "SELECT e.* FROM episodes e JOIN (SELECT episode_id AS k FROM episodes \
+                 WHERE {f}) ks ON e.episode_id = ks.k"
+            ),
+            format!(
+                "SELECT f.* FROM episodes e JOIN episodes f ON e.episode_id = f.episode_id \
+                 WHERE e.{f}"
+            ),
+            format!(
+                "SELECT e.* EXCLUDE (start_ns), f.start_ns FROM episodes e JOIN episodes f \
+                 ON e.episode_id = f.episode_id WHERE e.{f}"
+            ),
+            format!(
+                "SELECT f.* FROM episodes e LEFT JOIN episodes f \
+                 ON e.episode_id = f.episode_id AND f.{f}"
+            ),
+            format!(
+                "SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY task \
+                 ORDER BY start_ns DESC) AS rn FROM episodes WHERE {f}) AS ranked WHERE rn <= 5"
+            ),
+            format!(
+                "SELECT episode_id, min(uri) AS uri, min(start_ns) AS start_ns, \
+                 max(end_ns) AS end_ns, max(bytes) AS bytes, max(camera_frames) AS \
+                 camera_frames, max(state_steps) AS state_steps, max(action_steps) AS \
+                 action_steps FROM episodes WHERE {f} GROUP BY episode_id"
+            ),
+        ]);
+    }
+
+    let (mut selections, mut declined, mut refused) = (0, 0, 0);
+    for (i, sql) in queries.iter().enumerate() {
+        let plain = dir.path().join(format!("plain-{i}.arrow"));
+        let selection = dir.path().join(format!("selection-{i}.arrow"));
+        let by_position = CurationOptions::default().by_position();
+        let a = curate_to_manifest_with(&warehouse, sql, rule, &plain, CurationOptions::default());
+        let b = curate_to_manifest_with(&warehouse, sql, rule, &selection, by_position);
+        match (a, b) {
+            (Ok(_), Ok(summary)) => {
+                if summary.selection {
+                    selections += 1;
+                } else {
+                    let reason = summary.declined.as_deref().unwrap_or_default();
+                    assert!(!reason.is_empty(), "{sql}: fell back without saying why");
+                    declined += 1;
+                }
+                // Same episodes with the same samples (a query without ORDER BY may give
+                // them in another order on another run).
+                let selection = Manifest::open(&selection).expect("opens");
+                let plain = Manifest::open(&plain).expect("opens");
+                assert_eq!(episode_set(&selection), episode_set(&plain), "{sql}");
+                assert_eq!(selection.num_samples(), plain.num_samples(), "{sql}");
+            }
+            (Err(_), Err(_)) => refused += 1,
+            (a, b) => panic!("{sql}: self-contained {a:?}, by position {b:?}"),
+        }
+    }
+    // Each outcome is met, and every rewrite of a manifest column fell back.
+    assert!(
+        selections >= 40 && declined >= 40 && refused >= 1,
+        "{selections} selections, {declined} declined, {refused} refused"
+    );
+}
+
+/// An episode as a manifest gives it: (id, uri, start, end, bytes, digest, samples).
+type EpisodeValues = (String, String, i64, i64, u64, Option<u64>, u64);
+
+/// A manifest's episodes, sorted.
+fn episode_set(m: &Manifest) -> Vec<EpisodeValues> {
+    let mut set: Vec<_> = m
+        .episodes()
+        .map(|e| {
+            (
+                e.episode_id().expect("id").to_owned(),
+                e.uri().expect("uri").into_owned(),
+                e.start_ns(),
+                e.end_ns(),
+                e.bytes(),
+                e.digest(),
+                e.num_samples(),
+            )
+        })
+        .collect();
+    set.sort();
+    set
+}
+
+/// Names in `dir` that contain `needle`, sorted.
+fn names_with(dir: &Path, needle: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(needle))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A curation by position that fails after writing the episodes ingested since the
+/// compaction leaves nothing beside its output (here: the selection cannot be written;
+/// the guard that removes them is tested on every path in `by_position.rs`). A file of
+/// that name already there (named by its content, another selection's) stays.
+#[test]
+fn a_failed_curation_by_position_leaves_nothing_beside() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = compacted_then_reingested(dir.path(), 0..50);
+    let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
+    let by_position = CurationOptions::default().by_position();
+    let sql = "SELECT * FROM episodes WHERE success";
+    let out = dir.path().join("s.arrow");
+    let summary =
+        curate_to_manifest_with(&warehouse, sql, rule, &out, by_position).expect("curates");
+    let [newer] = summary.beside.as_slice() else {
+        panic!("one file beside: {:?}", summary.beside)
+    };
+    std::fs::remove_file(&out).expect("removes");
+    std::fs::remove_file(newer).expect("removes");
+
+    assert_eq!(names_with(dir.path(), "s."), Vec::<String>::new());
+
+    // The selection itself cannot be written (its name is a folder).
+    std::fs::create_dir(&out).expect("mkdir");
+    curate_to_manifest_with(&warehouse, sql, rule, &out, by_position).expect_err("no output");
+    assert_eq!(names_with(dir.path(), "s."), vec!["s.arrow".to_string()]);
+
+    // Written before by a curation that succeeded, the file beside stays.
+    let earlier = dir.path().join("t.arrow");
+    let kept = curate_to_manifest_with(&warehouse, sql, rule, &earlier, by_position)
+        .expect("curates")
+        .beside;
+    std::fs::remove_file(&earlier).expect("removes");
+    std::fs::create_dir(&earlier).expect("mkdir");
+    curate_to_manifest_with(&warehouse, sql, rule, &earlier, by_position).expect_err("no output");
+    assert!(kept.iter().all(|f| f.is_file()), "{kept:?}");
+    assert_eq!(names_with(dir.path(), "t.newer").len(), kept.len());
+}
+
 fn python() -> PathBuf {
     reel_io::test_support::python().expect("the test venv's Python")
 }

@@ -13,7 +13,8 @@ use crate::errors::{OrRaise, bad_input};
 /// `allow_empty`; one that selects an episode twice, or reads anything but the warehouse's
 /// tables, raises. With `by_position`, writes a selection of the compaction's bases
 /// (format 3, no copy of the rows) where the warehouse and query allow. Returns
-/// `{"rows", "samples", "snapshot", "selection", "output"}`.
+/// `{"rows", "samples", "snapshot", "selection", "declined", "output"}` (`declined`: why a
+/// curation by position wrote a self-contained manifest, else None).
 #[pyfunction]
 #[pyo3(signature = (warehouse, sql, output, *, anchor_hz=10.0, before=1.0, after=1.0, allow_empty=false, by_position=false))]
 #[allow(clippy::too_many_arguments)]
@@ -54,6 +55,7 @@ pub fn curate<'py>(
     dict.set_item("samples", summary.samples)?;
     dict.set_item("snapshot", summary.snapshot)?;
     dict.set_item("selection", summary.selection)?;
+    dict.set_item("declined", summary.declined)?;
     dict.set_item("output", output)?;
     Ok(dict.into_any())
 }
