@@ -6,7 +6,7 @@ use ndarray::{ArrayView, IxDyn};
 use numpy::{Element, PyArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use reel_loader::{Batch, Tensor, TensorData};
+use reel_loader::{Batch, Skipped, Tensor, TensorData};
 
 /// The memory of one batch tensor, owned on behalf of the NumPy arrays that view it.
 #[pyclass(module = "reel._reel", frozen)]
@@ -84,16 +84,25 @@ pub fn to_python<'py>(py: Python<'py>, batch: Batch) -> PyResult<Bound<'py, PyAn
         let name = tensor.name.clone();
         dict.set_item(name, view(py, tensor)?)?;
     }
-    let skipped_list = PyList::empty(py);
-    for s in skipped {
-        let item = PyDict::new(py);
-        item.set_item("episode_id", s.episode_id)?;
-        item.set_item("uri", s.uri)?;
-        item.set_item("anchor_ns", s.anchor_ns)?;
-        item.set_item("reason", s.reason)?;
-        skipped_list.append(item)?;
-    }
+    let skipped_list = skipped_to_python(py, &skipped)?;
     Ok((dict, epoch, index, skipped_list)
         .into_pyobject(py)?
         .into_any())
+}
+
+/// Skipped samples as a list of dicts: `episode_id`, `uri`, `anchor_ns`, `reason`.
+pub fn skipped_to_python<'py>(
+    py: Python<'py>,
+    skipped: &[Skipped],
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for s in skipped {
+        let item = PyDict::new(py);
+        item.set_item("episode_id", &s.episode_id)?;
+        item.set_item("uri", &s.uri)?;
+        item.set_item("anchor_ns", s.anchor_ns)?;
+        item.set_item("reason", &s.reason)?;
+        list.append(item)?;
+    }
+    Ok(list)
 }

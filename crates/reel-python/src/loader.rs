@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 use reel_cache::{BlockCache, CacheConfig};
 use reel_loader::{
     Batches, LoadStats, LoaderOptions, LoaderState, MixtureEntry, ResumeCheck, SavedState, Shuffle,
-    Span, open_loader,
+    Skipped, Span, open_loader,
 };
 
 use crate::errors::{OrRaise, bad_input};
@@ -26,7 +26,36 @@ pub struct NativeLoader {
     /// only one of them iterates at a time.
     current: Mutex<Option<Batches>>,
     /// What the last iteration did, once it ended or was stopped.
-    finished: Mutex<LoadStats>,
+    finished: Mutex<Finished>,
+}
+
+/// What an iteration left behind when it ended or was stopped.
+#[derive(Debug, Default)]
+struct Finished {
+    stats: LoadStats,
+    /// Skipped samples no delivered batch reports ([`Batches::skipped_after_last_batch`]).
+    unreported: Vec<Skipped>,
+}
+
+impl Finished {
+    fn of(batches: &Batches) -> Self {
+        Self {
+            stats: batches.stats(),
+            unreported: batches.skipped_after_last_batch().to_vec(),
+        }
+    }
+}
+
+/// Stops an iteration's workers and waits for them off the caller's thread: a worker
+/// waiting on a store that stopped answering finishes only when it answers, and Python
+/// (Ctrl-C, a new iteration) must not wait with it. The workers build nothing more once
+/// stopped, and the next iteration has workers of its own.
+fn retire(batches: Batches) {
+    // Without a thread to spare, the failed spawn drops `batches` here: the wait happens
+    // on the caller's thread rather than not at all.
+    let _ = std::thread::Builder::new()
+        .name("reel-retire".into())
+        .spawn(move || drop(batches));
 }
 
 /// How often a wait for a batch looks at Python's signals.
@@ -115,7 +144,7 @@ impl NativeLoader {
                 loader,
                 cache,
                 current: Mutex::new(None),
-                finished: Mutex::new(LoadStats::default()),
+                finished: Mutex::new(Finished::default()),
             })
         })
     }
@@ -128,8 +157,9 @@ impl NativeLoader {
         let position = position(epoch, batch, spans)?;
         py.detach(|| {
             let mut current = lock(&self.current);
-            // Joins the old workers before new ones start.
-            current.take();
+            if let Some(old) = current.take() {
+                retire(old);
+            }
             *current = Some(self.loader.resume(position).or_raise()?);
             Ok(())
         })
@@ -172,7 +202,8 @@ impl NativeLoader {
     fn stop(&self, py: Python<'_>) {
         py.detach(|| {
             if let Some(batches) = lock(&self.current).take() {
-                *lock(&self.finished) = batches.stats();
+                *lock(&self.finished) = Finished::of(&batches);
+                retire(batches);
             }
         });
     }
@@ -191,7 +222,7 @@ impl NativeLoader {
                         let next = batches.next_within(SIGNAL_CHECK);
                         if matches!(next, Some(None)) {
                             // What the epoch did stays readable in stats() once it ends.
-                            *lock(&self.finished) = batches.stats();
+                            *lock(&self.finished) = Finished::of(batches);
                         }
                         next
                     }
@@ -291,6 +322,12 @@ impl NativeLoader {
         Ok(dict)
     }
 
+    /// The skipped samples of the last iteration that no batch reported (its last batches
+    /// came out empty), as dicts like `batch.skipped`'s: read once it ended.
+    fn skipped_after_last_batch<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        crate::batch::skipped_to_python(py, &lock(&self.finished).unreported)
+    }
+
     /// What the epoch in progress (the last one, once it ended) delivered and did:
     /// batches, samples, skipped, frames_decoded, chunks_read, frames_wanted and
     /// frames_cached (found decoded in the GOP cache Reel's threads share), and the block
@@ -299,7 +336,7 @@ impl NativeLoader {
         let stats = lock(&self.current)
             .as_ref()
             .map(|b| b.stats())
-            .unwrap_or_else(|| *lock(&self.finished));
+            .unwrap_or_else(|| lock(&self.finished).stats);
         let dict = PyDict::new(py);
         dict.set_item("batches", stats.batches)?;
         dict.set_item("samples", stats.samples)?;

@@ -168,7 +168,8 @@ class Loader:
     Every argument is checked at once: an unknown or out-of-range one raises
     ``reel.BadInputError`` (a ``reel.ReelError``). Iterating yields :class:`Batch` es of
     one epoch (the current one, see :meth:`set_epoch`), never an empty one (a batch whose
-    samples were all skipped is passed over, its skipped samples reported with the next);
+    samples were all skipped is passed over, its skipped samples reported with the next,
+    or, after the epoch's last batch, by :meth:`skipped_after_last_batch`);
     afterwards the loader stands at the next epoch. Ctrl-C while a batch is being built
     raises ``KeyboardInterrupt``. A damaged episode costs the samples it cannot give
     (reported in ``batch.skipped``); an outage (the store unreachable after its retries,
@@ -378,6 +379,13 @@ class Loader:
         """What the epoch in progress delivered and did (frames decoded, chunks read,
         cache hit rate)."""
         return self._native.stats()
+
+    def skipped_after_last_batch(self) -> list[dict[str, Any]]:
+        """The skipped samples of the last iteration that no batch reports: those of its
+        last batches, which came out empty (every sample skipped) and so were never
+        delivered. Read it once an iteration has ended; with the batches' own
+        ``skipped``, every skipped sample of the epoch is reported exactly once."""
+        return self._native.skipped_after_last_batch()
 
     def episode_id(self, row: int, source: int = 0) -> str:
         """The episode id of row ``row`` of source ``source``'s manifest

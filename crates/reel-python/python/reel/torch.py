@@ -59,10 +59,11 @@ def _shared(values: list[int]):
 
 class _Progress:
     """The epoch the dataset's copies iterate, in memory shared with DataLoader worker
-    processes: [epoch, workers done with it, batches the workers delivered in it]."""
+    processes: [epoch, workers done with it, batches the workers delivered in it, whether
+    a loaded mid-epoch state still waits for the iteration that resumes it]."""
 
     def __init__(self, epoch: int = 0):
-        self.shared = _shared([epoch, 0, 0])
+        self.shared = _shared([epoch, 0, 0, 0])
 
     def __getstate__(self):
         # Shared memory passes to a worker process as it starts (fork, spawn and
@@ -81,9 +82,20 @@ class _Progress:
     def epoch(self) -> int:
         return int(self.shared[0])
 
-    def set(self, epoch: int) -> None:
+    def set(self, epoch: int, resume_pending: bool = False) -> None:
         with self.shared.get_lock():
-            self.shared[:] = [epoch, 0, 0]
+            self.shared[:] = [epoch, 0, 0, int(resume_pending)]
+
+    def take_resume(self) -> bool:
+        """Whether a loaded state waits to be resumed; the first copy to ask takes it
+        (the training process or a worker), so no later iteration resumes it again."""
+        with self.shared.get_lock():
+            pending = self.shared[3] != 0
+            self.shared[3] = 0
+            return pending
+
+    def resume_pending(self) -> bool:
+        return self.shared[3] != 0
 
     def delivered(self) -> None:
         with self.shared.get_lock():
@@ -99,7 +111,22 @@ class _Progress:
                 return
             self.shared[1] += 1
             if self.shared[1] >= workers:
-                self.shared[:] = [epoch + 1, 0, 0]
+                self.shared[:] = [epoch + 1, 0, 0, 0]
+
+
+def _last_reports_unreported(batches: Iterator[dict[str, Any]], loader: Loader):
+    """``batches`` held back by one, so that the skipped samples of the epoch's last
+    batches, which came out empty, go in the last batch's ``"_skipped"``: a training
+    process cannot read a worker's loader. (Mid-epoch state is refused under workers, so
+    holding one back changes no position.)"""
+    held = None
+    for tensors in batches:
+        if held is not None:
+            yield held
+        held = tensors
+    if held is not None:
+        held["_skipped"] = list(held["_skipped"]) + loader.skipped_after_last_batch()
+        yield held
 
 
 class ReelDataset(torch.utils.data.IterableDataset):
@@ -179,32 +206,51 @@ class ReelDataset(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         shard, workers = self._shard()
+        # In a DataLoader worker process (any num_workers > 0), only the DataLoader knows
+        # which batches the trainer consumed: the shared progress counts what was delivered.
+        in_worker = torch.utils.data.get_worker_info() is not None
         loader = self._open(shard)
         epoch = self._progress.epoch
-        if self._resume is not None and workers > 1:
-            raise BadInputError(
-                "a mid-epoch state resumes with num_workers=0: DataLoader workers split the "
-                "rank's shard their own way"
-            )
-        if self._resume is not None:
-            state, override = self._resume
-            loader.load_state_dict(state, override=override)
-        elif loader.epoch != epoch or workers > 1:
-            loader.set_epoch(epoch)
+        # A loaded state is resumed once, by whichever copy iterates first: this copy's
+        # own `_resume` may be a pickled leftover of one a worker already resumed.
+        resume = self._resume if self._progress.take_resume() else None
         self._resume = None
-        for batch in loader:
-            tensors = to_tensors(batch)
-            if self._with_meta:
-                tensors["_epoch"] = batch.epoch
-                tensors["_index"] = batch.index
-                tensors["_skipped"] = batch.skipped
-            if workers > 1:
+        if resume is not None and workers > 1:
+            raise BadInputError(
+                "a mid-epoch state resumes with num_workers=0 or 1: more DataLoader workers "
+                "split the rank's shard their own way"
+            )
+        if resume is not None:
+            state, override = resume
+            loader.load_state_dict(state, override=override)
+        elif loader.epoch != epoch or in_worker:
+            loader.set_epoch(epoch)
+        batches = (self._tensors(batch) for batch in loader)
+        if in_worker and self._with_meta:
+            batches = _last_reports_unreported(batches, loader)
+        for tensors in batches:
+            if in_worker:
                 self._progress.delivered()
             yield tensors
-        if workers > 1:
+        if in_worker:
             self._progress.worker_done(epoch, workers)
         else:
             self._progress.set(loader.epoch)
+
+    def _tensors(self, batch) -> dict[str, Any]:
+        tensors = to_tensors(batch)
+        if self._with_meta:
+            tensors["_epoch"] = batch.epoch
+            tensors["_index"] = batch.index
+            tensors["_skipped"] = batch.skipped
+        return tensors
+
+    def skipped_after_last_batch(self) -> list[dict[str, Any]]:
+        """The skipped samples of the last epoch that no batch reports (its last batches
+        came out empty): :meth:`reel.Loader.skipped_after_last_batch`, with
+        ``num_workers=0``. Under DataLoader workers with ``with_meta=True`` each worker
+        reports them in its last batch's ``"_skipped"`` instead."""
+        return [] if self._loader is None else self._loader.skipped_after_last_batch()
 
     def __len__(self) -> int:
         """Batches of the current epoch on this rank (all DataLoader workers together)."""
@@ -214,7 +260,7 @@ class ReelDataset(torch.utils.data.IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration epoch ``epoch`` from its start (DataLoader workers
         read it too), and ``state_dict()`` say so at once."""
-        self._progress.set(int(epoch))
+        self._progress.set(int(epoch))  # also drops a loaded state not yet resumed
         self._resume = None
         if self._loader is not None:
             self._loader.set_epoch(int(epoch))
@@ -223,6 +269,9 @@ class ReelDataset(torch.utils.data.IterableDataset):
         """Where the run stands (:meth:`reel.Loader.state_dict`): save it with the model.
         Exact mid-epoch with ``num_workers=0``; with DataLoader workers, at epoch
         boundaries only (mid-epoch it raises ``reel.BadInputError``)."""
+        if self._resume is not None and not self._progress.resume_pending():
+            # Resumed by a DataLoader worker meanwhile: the shared progress says where.
+            self._resume = None
         if self._resume is not None:
             # A state loaded and not iterated yet: the position it resumes at (applied
             # again: a pickled copy opens a loader of its own).
@@ -249,13 +298,14 @@ class ReelDataset(torch.utils.data.IterableDataset):
     ) -> None:
         """The next iteration resumes at ``state`` (:meth:`reel.Loader.load_state_dict`:
         one rank's state, or every rank's to resume on another number of ranks): exactly
-        the batches an uninterrupted run delivers after it (with ``num_workers=0``;
-        DataLoader workers resume a state saved at an epoch boundary)."""
+        the batches an uninterrupted run delivers after it (with ``num_workers`` 0 or 1;
+        more DataLoader workers resume a state saved at an epoch boundary). It is resumed
+        once: the next epochs start at their beginning."""
         # Checked now (the run it came from, its position), not at the first batch.
         loader = self._open((self._rank, self._world))
         loader.load_state_dict(state, override=override)
-        self._progress.set(loader.epoch)
         self._resume = (state, override) if loader.mid_epoch else None
+        self._progress.set(loader.epoch, resume_pending=self._resume is not None)
 
     @property
     def epoch(self) -> int:
