@@ -175,7 +175,7 @@ flagged = [l for l in canonical if l.get("qc_flags")]
 quarantined = [q for l in lines("ingest-*.jsonl") if "batch_report" in l for q in l["batch_report"]["quarantined"]]
 landing = sum(l["bytes"] for l in synth)
 canon = sum(l["bytes"] for l in lines("inspect.jsonl"))
-parts = {l["batch_report"]["warehouse_part"] for l in lines("ingest-*.jsonl") if l.get("batch_report", {}).get("warehouse_part")}
+commits = {l["batch_report"]["warehouse_commit"] for l in lines("ingest-*.jsonl") if l.get("batch_report", {}).get("warehouse_commit")}
 rows = [
     ("landing episodes", len(synth)),
     ("episode-seconds", f"{sum(l['duration_s'] for l in synth):.0f}"),
@@ -185,7 +185,7 @@ rows = [
     ("canonical / landing bytes", f"{canon / landing:.2f}" if landing else "-"),
     ("episodes with QC flags", len(flagged)),
     ("quarantined", len(quarantined)),
-    ("warehouse files", len(parts)),
+    ("warehouse commits (ingest batches)", len(commits)),
 ]
 curate = next(lines("curate.jsonl"), {})
 compaction = next(lines("compact.jsonl"), {})
@@ -195,7 +195,7 @@ load = next(lines("load.jsonl"), {})
 train = json.load(open(os.path.join(work, "train.json")))
 restarts = [e for e in lines("supervise.jsonl") if e.get("event") == "restart"]
 rows += [
-    ("warehouse compaction: episodes / parts", f"{compaction.get('rows', '-')} / {compaction.get('parts', '-')}"),
+    ("warehouse compaction: episodes / files", f"{compaction.get('rows', '-')} / {compaction.get('files', '-')}"),
     ("metadata changes captured (reel-cdc)", sum(sum(l.get("changes", {}).values()) for l in lines("cdc.jsonl") if "summary" not in l)),
     ("manifest rows: train / held-out", f"{curate.get('rows', '-')} / {heldout.get('rows', '-')}"),
     ("QC rejections (left out by the query)", len(canonical) - curate.get("rows", 0) - heldout.get("rows", 0)),

@@ -128,21 +128,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })?;
     if !quiet {
         eprintln!(
-            "captured {} changes up to {}{}{}",
+            "captured {} changes up to {}{}",
             summary.changes,
             lsn_text(summary.lsn),
             if summary.snapshot_taken {
                 " (initial snapshot taken)"
             } else {
                 ""
-            },
-            if summary.uncommitted_removed > 0 {
-                format!(
-                    "; removed {} parts of an interrupted run",
-                    summary.uncommitted_removed
-                )
-            } else {
-                String::new()
             }
         );
     }
@@ -152,7 +144,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
             "lsn": lsn_text(summary.lsn),
             "changes": summary.changes,
             "snapshot_taken": summary.snapshot_taken,
-            "uncommitted_removed": summary.uncommitted_removed,
         }})
     );
     Ok(ExitCode::SUCCESS)

@@ -2,15 +2,13 @@
 //! the captured tables with the warehouse, SIGKILLs under load lose and double nothing,
 //! and a misconfigured server gets an error that says what to fix.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use arrow_array::{Array, StringArray, UInt64Array};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow_array::Array;
 use reel_cdc::Database;
 use reel_cdc::test_support::PgServer;
 use reel_curate::Warehouse;
@@ -40,11 +38,8 @@ fn once(url: &str, warehouse: &Path) -> Output {
 /// A warehouse with generated episodes (the warehouse's `episodes` table) whose ids the
 /// metadata database uses too.
 fn warehouse_with_episodes(dir: &Path, n: u64) -> Vec<String> {
-    let store = reel_io::Store::open(&dir.to_string_lossy()).expect("store");
-    let part = reel_curate::synthetic::parquet_file(7, 0..n, 0).expect("rows");
-    store
-        .write_atomic("episodes/part-0.parquet", part)
-        .expect("write");
+    let tables = reel_warehouse::Warehouse::open(&dir.to_string_lossy()).expect("warehouse");
+    reel_curate::synthetic::ingest(&tables, "episodes", 7, 0..n, 0, None, true).expect("rows");
     (0..n)
         .map(|i| reel_curate::synthetic::row(7, i, 0).episode_id)
         .collect()
@@ -75,6 +70,7 @@ fn warehouse_rows(warehouse: &Path, sql: &str) -> Vec<Vec<Option<String>>> {
                     polars::prelude::AnyValue::Null => None,
                     polars::prelude::AnyValue::Boolean(b) => Some(if b { "t" } else { "f" }.into()),
                     polars::prelude::AnyValue::String(s) => Some(s.to_owned()),
+                    polars::prelude::AnyValue::StringOwned(s) => Some(s.to_string()),
                     other => Some(other.to_string()),
                 }
             })
@@ -85,53 +81,86 @@ fn warehouse_rows(warehouse: &Path, sql: &str) -> Vec<Vec<Option<String>>> {
     rows
 }
 
-/// Every row of every committed change part of `table` (those the progress record
-/// covers, as curation reads them): (op, lsn, key text).
-fn change_log(warehouse: &Path, table: &str, key: &str) -> Vec<(String, u64, String)> {
-    let mut out = Vec::new();
-    let progress: reel_manifest::changes::ChangeProgress = serde_json::from_slice(
-        &std::fs::read(warehouse.join("db/_progress.json")).expect("progress"),
-    )
-    .expect("progress json");
-    let Ok(entries) = std::fs::read_dir(warehouse.join("db").join(table)) else {
-        return out;
-    };
-    for entry in entries {
-        let path = entry.expect("entry").path();
-        let key_of_part = format!(
-            "db/{table}/{}",
-            path.file_name().expect("name").to_string_lossy()
-        );
-        let Some((_, lsn)) = reel_manifest::changes::parse_part_key(&key_of_part) else {
-            continue;
-        };
-        if lsn > progress.lsn {
-            continue;
-        }
-        let file = std::fs::File::open(&path).expect("open");
-        for batch in ParquetRecordBatchReaderBuilder::try_new(file)
-            .expect("parquet")
-            .build()
-            .expect("reader")
-        {
-            let batch = batch.expect("batch");
-            let op = batch.column_by_name("_op").expect("_op");
-            let op = op.as_any().downcast_ref::<StringArray>().expect("utf8");
-            let lsn = batch.column_by_name("_lsn").expect("_lsn");
-            let lsn = lsn.as_any().downcast_ref::<UInt64Array>().expect("u64");
-            let k = batch.column_by_name(key).expect("key");
-            let k = k.as_any().downcast_ref::<StringArray>().expect("utf8");
-            for i in 0..batch.num_rows() {
-                let key = if k.is_null(i) {
-                    String::new()
-                } else {
-                    k.value(i).to_owned()
-                };
-                out.push((op.value(i).to_owned(), lsn.value(i), key));
-            }
-        }
-    }
-    out
+/// The columns `columns` of the captured table `table` as independent Delta readers
+/// (Python `deltalake`, and Polars' `read_delta`) read its folder, as PostgreSQL prints
+/// them, sorted; both readers must agree.
+fn independent_rows(warehouse: &Path, table: &str, columns: &[&str]) -> Vec<Vec<Option<String>>> {
+    let folder = warehouse
+        .join("tables")
+        .join(reel_manifest::changes::captured_table_name(table));
+    let script = r#"
+import json, sys
+import deltalake, polars
+path, columns = sys.argv[1], sys.argv[2].split(",")
+def text(v):
+    if v is None: return None
+    if isinstance(v, bool): return "t" if v else "f"
+    return str(v)
+def rows(table):
+    return sorted([[text(v) for v in row] for row in zip(*(table[c] for c in columns))],
+                  key=lambda r: [(x is None, x or "") for x in r])
+a = deltalake.DeltaTable(path).to_pyarrow_table(columns=columns).to_pydict()
+b = polars.read_delta(path).select(columns).to_dict(as_series=False)
+assert rows(a) == rows(b), "deltalake and polars disagree"
+print(json.dumps(rows(a)))
+"#;
+    let python = reel_io::test_support::python().expect("the test venv's Python");
+    let out = Command::new(python)
+        .args(["-c", script])
+        .arg(&folder)
+        .arg(columns.join(","))
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "independent read of {}: {}",
+        folder.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut rows: Vec<Vec<Option<String>>> =
+        serde_json::from_slice(&out.stdout).expect("JSON rows");
+    rows.sort();
+    rows
+}
+
+/// The values of column `key` in every version of the captured table `table` (its Delta
+/// table `db_<table>`), oldest first: what any reader could ever have read of it.
+fn every_version(warehouse: &Path, table: &str, key: &str) -> Vec<Vec<String>> {
+    let tables = reel_warehouse::Warehouse::open(&warehouse.to_string_lossy()).expect("tables");
+    let table = tables
+        .table(&reel_manifest::changes::captured_table_name(table))
+        .expect("table");
+    let latest = table.version(None).expect("latest").number();
+    (0..=latest)
+        .map(|v| {
+            let rows = table
+                .version(Some(v))
+                .expect("version")
+                .read(Some(&[key]))
+                .expect("rows");
+            let column = rows
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .expect("text")
+                .clone();
+            (0..column.len())
+                .map(|i| column.value(i).to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// The capture's position (its `txn` version) in the captured table `table`.
+fn capture_position(warehouse: &Path, table: &str) -> Option<i64> {
+    let tables = reel_warehouse::Warehouse::open(&warehouse.to_string_lossy()).expect("tables");
+    tables
+        .table(&reel_manifest::changes::captured_table_name(table))
+        .expect("table")
+        .version(None)
+        .expect("latest")
+        .app_version(&reel_manifest::changes::capture_app("reel"))
+        .expect("position")
 }
 
 #[test]
@@ -156,7 +185,10 @@ fn every_kind_of_change_lands_once_and_curation_joins_it() {
     ))
     .expect("insert");
     once(&url, &warehouse);
-    assert!(warehouse.join("db/_progress.json").is_file());
+    assert!(
+        capture_position(&warehouse, "annotations").is_some(),
+        "the snapshot committed"
+    );
 
     // Then every kind of change, each its own transaction.
     for id in &ids[1..6] {
@@ -244,20 +276,17 @@ fn every_kind_of_change_lands_once_and_curation_joins_it() {
         ),
         db_rows(&mut db, "SELECT episode_id, status, robot FROM episodes")
     );
-    // Nothing doubled: each change of the log is there once, the rolled-back one never.
-    let log = change_log(&warehouse, "annotations", "episode_id");
-    let bulk_inserts = log
-        .iter()
-        .filter(|(op, _, k)| op == "insert" && k.starts_with("bulk-"))
-        .count();
-    assert_eq!(bulk_inserts, 20_000);
-    assert!(
-        !log.iter().any(|(_, _, k)| k == &ids[7]),
-        "a rolled-back insert landed"
-    );
-    assert_eq!(log.iter().filter(|(op, _, _)| op == "snapshot").count(), 1);
+    // No version of the table ever held the rolled-back insert, or a row twice.
+    for keys in every_version(&warehouse, "annotations", "episode_id") {
+        assert!(!keys.contains(&ids[7]), "a rolled-back insert landed");
+        let bulk = keys.iter().filter(|k| k.starts_with("bulk-")).count();
+        assert!(
+            bulk == 0 || bulk == 20_000,
+            "the bulk transaction landed in part: {bulk}"
+        );
+    }
 
-    // A compaction of the change log answers the same; so do changes after it.
+    // A compaction of the captured tables answers the same; so do changes after it.
     let compaction =
         reel_curate::compact(&Warehouse::open(&warehouse.to_string_lossy()).expect("warehouse"))
             .expect("compact");
@@ -280,18 +309,28 @@ fn every_kind_of_change_lands_once_and_curation_joins_it() {
         db_rows(&mut db, annotations)
     );
     assert_eq!(warehouse_rows(&warehouse, qc), db_rows(&mut db, qc));
-    let again =
-        reel_curate::compact(&Warehouse::open(&warehouse.to_string_lossy()).expect("warehouse"))
-            .expect("compact");
-    assert_eq!(
-        again.db_tables.len(),
-        1,
-        "only annotations changed: {:?}",
-        again.db_tables
-    );
+    reel_curate::compact(&Warehouse::open(&warehouse.to_string_lossy()).expect("warehouse"))
+        .expect("compact");
     assert_eq!(
         warehouse_rows(&warehouse, annotations),
         db_rows(&mut db, annotations)
+    );
+    // Any Delta reader sees PostgreSQL's own rows, with nothing of Reel's to apply.
+    assert_eq!(
+        independent_rows(
+            &warehouse,
+            "annotations",
+            &["episode_id", "key", "value", "author", "confidence"]
+        ),
+        db_rows(&mut db, annotations)
+    );
+    assert_eq!(
+        independent_rows(
+            &warehouse,
+            "qc_overrides",
+            &["episode_id", "check", "verdict", "reason"]
+        ),
+        db_rows(&mut db, qc)
     );
 
     // A curation joins the captured annotations with the warehouse's episodes.
@@ -474,28 +513,22 @@ fn sigkill_at_random_moments_under_load_then_resume_loses_and_doubles_nothing() 
         want.len()
     );
     assert_eq!(warehouse_rows(&warehouse, sql), want);
-    // Each preloaded row is in the snapshot once, and each committed insert of the
-    // writer is in the log once: no change lost or doubled.
-    let log = change_log(&warehouse, "annotations", "episode_id");
-    let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for (op, _, key) in &log {
-        *seen.entry((op.as_str(), key.as_str())).or_default() += 1;
-    }
-    let count = |op: &str, prefix: &str| {
-        seen.iter()
-            .filter(|((o, k), _)| *o == op && k.starts_with(prefix))
-            .map(|(_, n)| *n)
-            .collect::<Vec<_>>()
-    };
-    let snapshot = count("snapshot", "pre-");
-    assert_eq!(snapshot.len(), 5000);
-    assert!(
-        snapshot.iter().all(|&n| n == 1),
-        "a snapshot row landed twice"
+    assert_eq!(
+        independent_rows(
+            &warehouse,
+            "annotations",
+            &["episode_id", "key", "value", "author"]
+        ),
+        want
     );
-    let inserts = count("insert", "w-");
-    assert_eq!(inserts.len() as u64, inserted.load(Ordering::Relaxed));
-    assert!(inserts.iter().all(|&n| n == 1), "an insert landed twice");
+    // Every committed insert of the writer is there (a row is its key's: none can be
+    // there twice), and the capture's position is the newest change's.
+    let writer_rows = want
+        .iter()
+        .filter(|r| r[0].as_deref().is_some_and(|k| k.starts_with("w-")))
+        .count();
+    assert!(writer_rows > 0 && writer_rows as u64 <= inserted.load(Ordering::Relaxed));
+    assert!(capture_position(&warehouse, "annotations").is_some());
 }
 
 fn failure(url: &str) -> String {

@@ -8,14 +8,15 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use reel_curate::{CompactionState, CurationOptions, Warehouse, curate_to_manifest_with};
+use reel_curate::{AsOf, CurationOptions, Warehouse, curate_from_file, curate_to_manifest_with};
 use reel_manifest::SamplingRule;
 
 const EXAMPLES: &str = "\
 Examples:
   reel-curate --warehouse store/ --sql \"SELECT * FROM episodes WHERE task = 'fold_towel'\" -o train.arrow
   reel-curate --warehouse store/ --sql-file s3://robots/queries/train.sql -o train.arrow \\
-    --anchor-hz 30 --before 2 --after 1 --upload manifests/run-1.arrow";
+    --anchor-hz 30 --before 2 --after 1 --upload manifests/run-1.arrow
+  reel-curate --warehouse store/ --from picked-in-spark.parquet -o train.arrow";
 
 /// Curate a training set: SELECT … FROM episodes WHERE … → manifest.arrow.
 #[derive(Debug, Parser)]
@@ -24,16 +25,23 @@ pub struct Args {
     /// The warehouse: a local folder or s3://bucket/prefix?endpoint=….
     #[arg(long)]
     warehouse: String,
-    /// The query; the table is `episodes` (latest ingestion of each episode).
+    /// The query; the tables are `episodes` (one row per episode, its latest ingestion),
+    /// `ingestions` (every ingestion) and the metadata database's captured tables.
     #[arg(
         long,
-        conflicts_with = "sql_file",
-        required_unless_present = "sql_file"
+        conflicts_with_all = ["sql_file", "from"],
+        required_unless_present_any = ["sql_file", "from"]
     )]
     sql: Option<String>,
     /// Read the query from a file (a path or store URI).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "from")]
     sql_file: Option<String>,
+    /// Write the episodes a curation made elsewhere lists instead of running a query: a
+    /// Parquet or Arrow file, or a Delta table (folder or s3:// URI), with an
+    /// `episode_id` column. Every id must be in the warehouse's episodes (at --as-of's
+    /// versions, or the latest).
+    #[arg(long = "from", value_name = "FILE")]
+    from: Option<String>,
     /// The manifest to write (atomically).
     #[arg(short, long)]
     output: PathBuf,
@@ -61,20 +69,25 @@ pub struct Args {
     #[arg(long, conflicts_with = "by_position")]
     uri_column: bool,
     /// Write a selection of the compaction's bases (manifest format 3: 16 bytes an
-    /// episode instead of 83, no copy of their rows) where the warehouse has a current
-    /// compaction and the query keeps the table's rows whole (SELECT *); a
-    /// self-contained manifest where not. Episodes ingested since the compaction are
-    /// written beside it (`<name>.newer-<hash>.arrow`), and go wherever it goes.
+    /// episode instead of 83, no copy of their rows) where the warehouse was compacted
+    /// and the query keeps the table's rows whole (SELECT *); a self-contained manifest
+    /// where not, saying why. Episodes committed since the compaction are written beside
+    /// it (`<name>.newer-<hash>.arrow`), and go wherever it goes.
     #[arg(long)]
     by_position: bool,
+    /// Run the query at these table versions: `episodes@12 ingestions@12`, or a manifest
+    /// (path or store URI) whose versions to take, to write that manifest again (within
+    /// the warehouse's retention).
+    #[arg(long)]
+    as_of: Option<String>,
 }
 
 /// Runs the query and writes the manifest.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let sql = match (&args.sql, &args.sql_file) {
-        (Some(sql), _) => sql.clone(),
-        (None, Some(file)) => reel_cli::read_text_input(file)?,
-        (None, None) => anyhow::bail!("give --sql or --sql-file"),
+    let sql = match (&args.sql, &args.sql_file, &args.from) {
+        (Some(sql), _, _) => Some(sql.clone()),
+        (None, Some(file), _) => Some(reel_cli::read_text_input(file)?),
+        (None, None, _) => None,
     };
     anyhow::ensure!(
         args.anchor_hz > 0.0 && args.anchor_hz.is_finite(),
@@ -85,23 +98,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "--before and --after must not be negative"
     );
     let started = Instant::now();
-    let warehouse = Warehouse::open(&args.warehouse)?;
+    let warehouse = match &args.as_of {
+        None => Warehouse::open(&args.warehouse)?,
+        Some(as_of) => Warehouse::open_as_of(&args.warehouse, &AsOf::resolve(as_of)?)?,
+    };
     eprintln!(
-        "reel-curate: {} warehouse files, snapshot {}",
-        warehouse.files().len(),
-        warehouse.snapshot_id()
+        "reel-curate: {} ({} files of episodes)",
+        warehouse.snapshot_id(),
+        warehouse.files().len()
     );
-    match warehouse.compaction_state() {
-        CompactionState::None => eprintln!(
-            "reel-curate: no compaction: deduplicating the whole log (reel-compact makes this fast)"
-        ),
-        CompactionState::Current { id, delta, .. } => {
-            eprintln!("reel-curate: reading compaction {id} and {delta} files ingested since")
-        }
-        CompactionState::Stale { id, reason } => eprintln!(
-            "reel-curate: compaction {id} is stale ({reason}): deduplicating the whole log"
-        ),
-    }
     let rule = SamplingRule::at_hz(args.anchor_hz, args.before, args.after);
     let options = if args.allow_empty {
         CurationOptions::allowing_empty()
@@ -113,7 +118,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (_, true) => options.by_position(),
         _ => options,
     };
-    let summary = curate_to_manifest_with(&warehouse, &sql, rule, &args.output, options)?;
+    let summary = match (&sql, &args.from) {
+        (Some(sql), _) => curate_to_manifest_with(&warehouse, sql, rule, &args.output, options)?,
+        (None, Some(file)) => curate_from_file(&warehouse, file, rule, &args.output, options)?,
+        (None, None) => anyhow::bail!("give --sql, --sql-file or --from"),
+    };
+    if summary.listed_twice > 0 {
+        eprintln!(
+            "reel-curate: {} episodes were listed more than once; each is in the manifest once",
+            summary.listed_twice
+        );
+    }
     if summary.rows == 0 {
         eprintln!("reel-curate: warning: the query selected no episodes; the manifest is empty");
     }
@@ -160,6 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "snapshot": summary.snapshot,
             "selection": summary.selection,
             "declined": summary.declined,
+            "listed_twice": summary.listed_twice,
             "beside": summary.beside,
             "seconds": seconds,
         })

@@ -1,7 +1,7 @@
 //! Change capture under a sustained writer: lag from commit to visible in the warehouse
 //! (p50, p99), changes per CPU-second of the capture, and the WAL the slot retains.
 //!
-//! `cargo bench -p reel-cdc --bench lag -- [--rate 1000] [--seconds 30]`
+//! `cargo bench -p reel-cdc --bench lag -- [--rate 1000] [--seconds 30] [--flush-ms 200]`
 //!
 //! A throwaway PostgreSQL (`test_support::PgServer`) and pgbench, PostgreSQL's own load
 //! generator, as the writer: `--rate` transactions per second, each one upsert into
@@ -54,6 +54,7 @@ fn main() {
     };
     let rate = arg("--rate", 1000);
     let seconds = arg("--seconds", 30);
+    let flush_ms = arg("--flush-ms", 200);
 
     let pg = PgServer::start().expect("PostgreSQL");
     let url = pg.metadata_database("metadata").expect("database");
@@ -66,6 +67,7 @@ fn main() {
     let capture = {
         let options = CaptureOptions {
             stop: Some(stop.clone()),
+            flush_interval: Duration::from_millis(flush_ms),
             ..CaptureOptions::new(&url)
         };
         let (lags_ms, changes) = (lags_ms.clone(), changes.clone());
@@ -85,7 +87,11 @@ fn main() {
     // Wait for the snapshot (empty tables: the slot and an empty flush).
     let mut db = Database::connect(&url).expect("connect");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !warehouse.path().join("db/_progress.json").is_file() {
+    while !warehouse
+        .path()
+        .join("tables/db_annotations/_delta_log")
+        .is_dir()
+    {
         assert!(Instant::now() < deadline, "no snapshot after 30 s");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -152,6 +158,29 @@ fn main() {
     let mut lags = lags_ms.lock().expect("lags").clone();
     lags.sort_by(f64::total_cmp);
     let changes = *changes.lock().expect("changes");
+    // What the capture left in the captured table: its commits, the data files its
+    // current version reads, and every data and log file in its folder (removed files
+    // stay until a vacuum).
+    let table_name = reel_manifest::changes::captured_table_name("annotations");
+    let tables =
+        reel_warehouse::Warehouse::open(&warehouse.path().to_string_lossy()).expect("tables");
+    let table = tables.table(&table_name).expect("table");
+    let latest = table.version(None).expect("latest");
+    let files_read = latest.files().expect("files").len();
+    let folder = warehouse.path().join("tables").join(&table_name);
+    let count = |dir: &std::path::Path, suffix: &str| {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(suffix))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let data_files = count(&folder, ".parquet");
+    let log_entries = count(&folder.join("_delta_log"), ".json");
+    let checkpoints = count(&folder.join("_delta_log"), ".checkpoint.parquet");
     let tps = String::from_utf8_lossy(&out.stdout)
         .lines()
         .find(|l| l.starts_with("tps"))
@@ -162,6 +191,7 @@ fn main() {
         serde_json::json!({
             "rate_target_per_s": rate,
             "seconds": seconds,
+            "flush_ms": flush_ms,
             "commits": lags.len(),
             "changes": changes,
             "changes_per_s": changes as f64 / wall,
@@ -172,6 +202,11 @@ fn main() {
             "changes_per_cpu_s": changes as f64 / cpu,
             "retained_wal_bytes_max": retained.iter().max(),
             "retained_wal_bytes_final": final_retained,
+            "table_versions": latest.number() + 1,
+            "table_files_read": files_read,
+            "table_data_files_on_disk": data_files,
+            "table_log_entries": log_entries,
+            "table_checkpoints": checkpoints,
             "pgbench": tps,
         })
     );

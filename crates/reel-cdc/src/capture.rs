@@ -78,8 +78,6 @@ impl CaptureOptions {
 pub struct CaptureSummary {
     /// Whether this run took the initial snapshot.
     pub snapshot_taken: bool,
-    /// Parts of a killed run removed at start.
-    pub uncommitted_removed: usize,
     /// Changes written, snapshot rows included.
     pub changes: usize,
     /// The LSN everything is in the warehouse up to.
@@ -164,7 +162,6 @@ pub fn capture(
             ),
         });
     }
-    summary.uncommitted_removed = log.remove_uncommitted()?;
     db.wait_until_slot_is_free(&options.slot, Duration::from_secs(10))?;
 
     // A multi-thread runtime, so that the replication connection is driven on it

@@ -43,7 +43,9 @@ pub enum Error {
     Slot { slot: String, reason: String },
     #[error(transparent)]
     Store(#[from] reel_io::Error),
-    #[error("change part {name}: {reason}")]
+    #[error(transparent)]
+    Table(#[from] reel_warehouse::WarehouseError),
+    #[error("captured table {name}: {reason}")]
     Part { name: String, reason: String },
     #[error("PostgreSQL at {url}: {reason}")]
     Replication { url: String, reason: String },
@@ -65,6 +67,7 @@ impl Kinded for Error {
             | Self::Replication { .. } => Reel::Environment,
             Self::Part { .. } => Reel::BadInput,
             Self::Store(e) => e.kind(),
+            Self::Table(e) => e.kind(),
         }
     }
 }
@@ -78,7 +81,7 @@ impl Error {
             Self::ServerConfig { .. } => ErrorKind::ServerConfig,
             Self::Schema { .. } => ErrorKind::Schema,
             Self::Slot { .. } => ErrorKind::Slot,
-            Self::Store(_) | Self::Part { .. } => ErrorKind::Store,
+            Self::Store(_) | Self::Table(_) | Self::Part { .. } => ErrorKind::Store,
             Self::Replication { .. } => ErrorKind::Replication,
         }
     }

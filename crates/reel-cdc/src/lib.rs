@@ -3,12 +3,14 @@
 //! Operations write episodes' status, annotations and QC decisions into PostgreSQL;
 //! curation reads them beside the warehouse's `episodes`, seconds behind. A capture
 //! keeps a publication and a logical replication slot (pgoutput), takes one consistent
-//! snapshot of the captured tables, then streams every commit into Parquet parts under
-//! `db/<table>/` of the warehouse store (layout: [`reel_manifest::changes`]).
+//! snapshot of the captured tables, then streams every commit into the warehouse: each
+//! captured table a Delta table `db_<table>` holding the database's current rows, which
+//! any Delta reader reads as they are (layout: [`reel_manifest::changes`]).
 //!
-//! Exactly once across crashes: parts are written first, the progress record naming the
-//! LSN they cover last, and only then is that LSN confirmed to the server. A restart
-//! removes parts past the record, resumes from it and skips commits it already holds.
+//! Exactly once across crashes: a flush is one commit per table, and each commit carries
+//! the capture's position (Delta's `txn`, the LSN) atomically with its changes; only once
+//! every table has committed is that LSN confirmed to the server. A restart streams from
+//! the oldest position a table holds and each table skips the commits it holds already.
 //! A snapshot that did not finish is taken again from a new slot.
 //!
 //! ```no_run

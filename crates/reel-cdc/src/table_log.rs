@@ -1,17 +1,13 @@
-//! One captured table's changes since the last flush, and their Parquet part.
+//! One captured table's changes since the last flush, and what they leave in its table.
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Int64Builder, StringBuilder, UInt32Builder, UInt64Builder};
 use arrow_array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{DataType, SchemaRef};
 use bytes::Bytes;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use pg_walstream::{ColumnValue, RowData};
 use reel_manifest::changes::{
-    COMMIT_COLUMN, ColumnShape, LSN_COLUMN, OP_COLUMN, SEQ_COLUMN, TableShape,
+    COMMIT_COLUMN, ColumnShape, LSN_COLUMN, OP_COLUMN, SEQ_COLUMN, TableShape, arrow_type, ops,
 };
 
 use crate::{Error, Result};
@@ -42,18 +38,6 @@ pub(crate) fn type_name(oid: u32) -> String {
     name.to_owned()
 }
 
-/// The Arrow type a column of PostgreSQL type `pg_type` is stored as: integers, floats
-/// and booleans natively, everything else as PostgreSQL's text form (exact, and
-/// castable in SQL).
-pub(crate) fn arrow_type(pg_type: &str) -> DataType {
-    match pg_type {
-        "bool" => DataType::Boolean,
-        "int2" | "int4" | "int8" | "oid" => DataType::Int64,
-        "float4" | "float8" => DataType::Float64,
-        _ => DataType::Utf8,
-    }
-}
-
 /// Each cell in PostgreSQL's text form, parsed by `parse` (null stays null), or the
 /// first cell it rejects.
 fn parse_cells<'a, T>(
@@ -74,7 +58,6 @@ struct Change {
     lsn: u64,
     commit_ns: i64,
     op: &'static str,
-    seq: u32,
     /// By column of the shape at the time (a later added column is simply absent).
     values: Vec<Option<Bytes>>,
 }
@@ -188,28 +171,76 @@ impl TableLog {
             .collect()
     }
 
-    pub fn push(&mut self, lsn: u64, commit_ns: i64, seq: u32, change: RowChange) {
+    pub fn push(&mut self, lsn: u64, commit_ns: i64, change: RowChange) {
         self.pending.push(Change {
             lsn,
             commit_ns,
             op: change.op,
-            seq,
             values: change.values,
         });
     }
 
-    /// The pending changes as one zstd Parquet part (and forgets them), or `None` when
-    /// there are none. `name` is used in errors.
-    pub fn take_part(&mut self, name: &str) -> Result<Option<Vec<u8>>> {
-        if self.pending.is_empty() {
-            return Ok(None);
-        }
-        let err = |reason: String| Error::Part {
-            name: name.to_owned(),
-            reason,
-        };
+    /// The table's columns as its Delta table holds them ([`TableShape::table_schema`]).
+    pub fn table_schema(&self) -> SchemaRef {
+        self.shape.table_schema()
+    }
+
+    /// The pending changes as what they leave (and forgets them): each key's last row,
+    /// the keys deleted, and whether the table was emptied before them. A truncate drops
+    /// everything before it; a later change of a key wins over an earlier one.
+    pub fn take_change(&mut self) -> Result<TableChange> {
         let changes = std::mem::take(&mut self.pending);
-        let mut fields = Vec::new();
+        let mut truncate = false;
+        // By key, in order of first appearance: the change that decides it.
+        let mut last: Vec<Change> = Vec::new();
+        let mut at: std::collections::HashMap<Vec<Option<Bytes>>, usize> =
+            std::collections::HashMap::new();
+        for change in changes {
+            if change.op == ops::TRUNCATE {
+                truncate = true;
+                last.clear();
+                at.clear();
+                continue;
+            }
+            let key = self.key_of(&change.values);
+            match at.get(&key) {
+                Some(&i) => last[i] = change,
+                None => {
+                    at.insert(key, last.len());
+                    last.push(change);
+                }
+            }
+        }
+        let (deleted, kept): (Vec<Change>, Vec<Change>) =
+            last.into_iter().partition(|c| c.op == ops::DELETE);
+        let upserts = match kept.is_empty() {
+            true => None,
+            false => Some(self.rows(&kept)?),
+        };
+        // A delete after a truncate removes a row the truncate removed already.
+        let deletes = match deleted.is_empty() || truncate {
+            true => None,
+            false => {
+                let rows = self.rows(&deleted)?;
+                let key: Vec<usize> = self
+                    .shape
+                    .key
+                    .iter()
+                    .filter_map(|k| rows.schema().index_of(k).ok())
+                    .collect();
+                Some(rows.project(&key).map_err(|e| self.error(e.to_string()))?)
+            }
+        };
+        Ok(TableChange {
+            upserts,
+            deletes,
+            truncate,
+        })
+    }
+
+    /// `changes` as rows of [`TableLog::table_schema`].
+    fn rows(&self, changes: &[Change]) -> Result<RecordBatch> {
+        let err = |reason: String| self.error(reason);
         let mut arrays: Vec<ArrayRef> = Vec::new();
         for (i, column) in self.shape.columns.iter().enumerate() {
             let cells = changes
@@ -245,39 +276,28 @@ impl TableLog {
                 )),
                 _ => Arc::new(cells.map(|c| c.map(text)).collect::<StringArray>()),
             };
-            fields.push(Field::new(&column.name, array.data_type().clone(), true));
             arrays.push(array);
         }
-        let mut lsn = UInt64Builder::new();
-        let mut commit = Int64Builder::new();
-        let mut op = StringBuilder::new();
-        let mut seq = UInt32Builder::new();
-        for c in &changes {
-            lsn.append_value(c.lsn);
-            commit.append_value(c.commit_ns);
-            op.append_value(c.op);
-            seq.append_value(c.seq);
-        }
-        fields.push(Field::new(LSN_COLUMN, DataType::UInt64, false));
-        arrays.push(Arc::new(lsn.finish()));
-        fields.push(Field::new(COMMIT_COLUMN, DataType::Int64, false));
-        arrays.push(Arc::new(commit.finish()));
-        fields.push(Field::new(OP_COLUMN, DataType::Utf8, false));
-        arrays.push(Arc::new(op.finish()));
-        fields.push(Field::new(SEQ_COLUMN, DataType::UInt32, false));
-        arrays.push(Arc::new(seq.finish()));
-        let schema = Arc::new(Schema::new(fields));
-        let batch = RecordBatch::try_new(schema.clone(), arrays).map_err(|e| err(e.to_string()))?;
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(3).map_err(|e| err(e.to_string()))?,
-            ))
-            .build();
-        let mut out = Vec::new();
-        let mut writer =
-            ArrowWriter::try_new(&mut out, schema, Some(props)).map_err(|e| err(e.to_string()))?;
-        writer.write(&batch).map_err(|e| err(e.to_string()))?;
-        writer.close().map_err(|e| err(e.to_string()))?;
-        Ok(Some(out))
+        let lsn: Int64Array = changes.iter().map(|c| Some(c.lsn as i64)).collect();
+        let commit: Int64Array = changes.iter().map(|c| Some(c.commit_ns)).collect();
+        arrays.push(Arc::new(lsn));
+        arrays.push(Arc::new(commit));
+        RecordBatch::try_new(self.table_schema(), arrays).map_err(|e| err(e.to_string()))
     }
+
+    fn error(&self, reason: String) -> Error {
+        Error::Part {
+            name: self.name.clone(),
+            reason,
+        }
+    }
+}
+
+/// What a table's pending changes leave: rows to write (each replacing the table's row of
+/// its key), keys to delete, and whether the table is emptied first.
+#[derive(Debug)]
+pub(crate) struct TableChange {
+    pub upserts: Option<RecordBatch>,
+    pub deletes: Option<RecordBatch>,
+    pub truncate: bool,
 }

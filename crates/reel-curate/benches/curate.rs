@@ -1,21 +1,19 @@
-//! Curation time for a realistic filter over generated warehouses of 1M,
-//! 10M and 50M rows: the query plus writing the manifest, read from the
-//! ingest log (latest-version dedup at query time), from a compaction, and
-//! from a compaction with 1% of the episodes re-ingested since.
+//! The warehouse's tables at scale: curation time for a realistic filter over generated
+//! `episodes` tables of 10^6, 10^7 and 5·10^7 rows, as ingested (one commit of 10^6 rows
+//! each) and after a compaction, self-contained and by position; the compaction's time and
+//! memory; and what a commit costs on a table that size: an ingest batch of 64 new
+//! episodes, 64 re-ingested episodes recorded together (as a batch holds them), 64
+//! re-ingested episodes recorded at random times (the worst case), and 1 % of the
+//! episodes (a week of recordings) re-ingested in one commit, with curation after it.
 //!
-//! Each curation is also run by position (a selection of the compaction's bases), side
-//! by side with the self-contained manifest.
-//!
-//! `cargo bench -p reel-curate --bench curate [-- [--skip-log] [--no-recompaction] [--parts N] ROWS...]`;
-//! warehouses are generated once into `$REEL_BENCH_DIR` (default
-//! `~/.cache/reel/bench`), in files of 10^6 rows, or in `N` parts (one per ingest
-//! batch, as a long ingest leaves them before a compaction). The compaction's peak
-//! memory is its own (the process's peak is reset before it).
+//! `cargo bench -p reel-curate --bench curate [-- ROWS...]`; each run generates its
+//! warehouse afresh into `$REEL_BENCH_DIR` (default `~/.cache/reel/bench`). The
+//! compaction's peak memory is its own (the process's peak is reset before it).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use reel_curate::synthetic::{parquet_file, parquet_file_ingested_at};
+use reel_curate::synthetic::{ingest, recorded_at_ns};
 use reel_curate::{
     CurationOptions, Warehouse, compact, curate_to_manifest, curate_to_manifest_with,
 };
@@ -26,7 +24,14 @@ const QUERY: &str = "SELECT * FROM episodes \
     WHERE task IN ('fold_towel', 'stack_cups', 'hang_mug') AND success AND qc_pass \
     AND robot_software_version >= '2.3.0' AND recorded_at >= '2025-03-01 00:00:00'";
 
-const FILE_ROWS: u64 = 1_000_000;
+const SEED: u64 = 7;
+/// Rows of each generating commit.
+const COMMIT_ROWS: u64 = 1_000_000;
+/// Episodes of an ingest batch.
+const BATCH: usize = 64;
+/// When generated recordings start (2025-01-01) and how long they span.
+const RECORDINGS_START_NS: i64 = 1_735_689_600_000_000_000;
+const DAY_NS: i64 = 86_400_000_000_000;
 
 fn bench_dir() -> PathBuf {
     std::env::var_os("REEL_BENCH_DIR")
@@ -36,43 +41,47 @@ fn bench_dir() -> PathBuf {
         })
 }
 
-fn build(rows: u64, parts: Option<u64>) -> PathBuf {
-    let root = match parts {
-        None => bench_dir().join(format!("warehouse-{rows}")),
-        Some(parts) => bench_dir().join(format!("warehouse-{rows}-in-{parts}")),
-    };
-    let episodes = root.join("episodes");
-    std::fs::create_dir_all(&episodes).expect("mkdir");
-    let started = Instant::now();
-    let (files, file_rows) = match parts {
-        None => (rows.div_ceil(FILE_ROWS), FILE_ROWS),
-        Some(parts) => (parts, rows.div_ceil(parts)),
-    };
-    let todo: Vec<u64> = (0..files)
-        .filter(|f| !episodes.join(format!("part-{f:05}.parquet")).exists())
+/// This process's user + system CPU time.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
         .collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
+/// A warehouse of `rows` generated episodes, committed 10^6 rows at a time by two writers
+/// at once.
+fn build(rows: u64) -> PathBuf {
+    let root = bench_dir().join(format!("tables-{rows}"));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let tables = reel_warehouse::Warehouse::open(root.to_str().expect("utf-8")).expect("opens");
+    tables.episode_tables().expect("creates");
+    let started = Instant::now();
+    let commits = rows.div_ceil(COMMIT_ROWS);
     std::thread::scope(|s| {
         for worker in 0..2 {
-            let (todo, episodes) = (&todo, &episodes);
+            let tables = &tables;
             s.spawn(move || {
-                for f in todo.iter().skip(worker).step_by(2) {
-                    let range = f * file_rows..((f + 1) * file_rows).min(rows);
-                    let bytes = parquet_file(7, range, 1).expect("encodes");
-                    let path = episodes.join(format!("part-{f:05}.parquet"));
-                    let tmp = path.with_extension("tmp");
-                    std::fs::write(&tmp, bytes).expect("writes");
-                    std::fs::rename(&tmp, &path).expect("renames");
+                for c in (worker..commits).step_by(2) {
+                    let range = c * COMMIT_ROWS..((c + 1) * COMMIT_ROWS).min(rows);
+                    ingest(tables, &format!("generate-{c}"), SEED, range, 0, None, true)
+                        .expect("commits");
                 }
             });
         }
     });
-    if !todo.is_empty() {
-        eprintln!(
-            "generated {} files for {rows} rows in {:.0} s",
-            todo.len(),
-            started.elapsed().as_secs_f64()
-        );
-    }
+    eprintln!(
+        "generated {rows} rows in {commits} commits in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     root
 }
 
@@ -89,32 +98,78 @@ fn three<T>(mut f: impl FnMut() -> T) -> ([Duration; 3], T) {
     (times, last.expect("ran"))
 }
 
-fn row(label: &str, rows: u64, mb: f64, selected: usize, times: [Duration; 3]) {
+fn row_of(label: &str, rows: u64, selected: usize, times: [Duration; 3]) {
     println!(
-        "| {rows} | {label} | {mb:.0} | {selected} | {:.2} s | {:.2} s | {:.2} s |",
+        "| {rows} | {label} | {selected} | {:.2} s | {:.2} s | {:.2} s |",
         times[1].as_secs_f64(),
         times[0].as_secs_f64(),
         times[2].as_secs_f64()
     );
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let skip_log = args.iter().any(|a| a == "--skip-log");
-    // The recompaction writes a second compaction beside the first: twice the disk.
-    let recompaction = !args.iter().any(|a| a == "--no-recompaction");
-    let parts: Option<u64> = args
-        .iter()
-        .position(|a| a == "--parts")
-        .and_then(|i| args.get(i + 1))
-        .map(|n| n.parse().expect("--parts N"));
-    let sizes: Vec<u64> = args
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| {
-            parts.is_none() || args.get(i.wrapping_sub(1)).map(String::as_str) != Some("--parts")
+fn file_mb(path: &Path) -> f64 {
+    std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6)
+}
+
+/// Generated episodes recorded in `window` (from the recordings' start), at most `limit`.
+fn recorded_in(rows: u64, window: std::ops::Range<i64>, limit: usize) -> Vec<u64> {
+    (0..rows)
+        .filter(|&i| {
+            let at = recorded_at_ns(SEED, i) - RECORDINGS_START_NS;
+            window.contains(&at)
         })
-        .filter_map(|(_, a)| a.parse().ok())
+        .take(limit)
+        .collect()
+}
+
+/// What one commit of `indices` re-ingested (or new) cost: wall and CPU seconds, and the
+/// files of `episodes` before and after.
+struct CommitCost {
+    wall: Duration,
+    cpu: Duration,
+    files_before: usize,
+    files_after: usize,
+}
+
+fn commit_cost(uri: &str, writer: &str, indices: &[u64], version: usize, at_ns: i64) -> CommitCost {
+    let tables = reel_warehouse::Warehouse::open(uri).expect("opens");
+    let episodes = tables.table("episodes").expect("table");
+    let files_before = episodes
+        .version(None)
+        .expect("opens")
+        .files()
+        .expect("lists")
+        .len();
+    let (cpu, started) = (cpu_time(), Instant::now());
+    ingest(
+        &tables,
+        writer,
+        SEED,
+        indices.iter().copied(),
+        version,
+        Some(at_ns),
+        false,
+    )
+    .expect("commits");
+    let (wall, cpu) = (started.elapsed(), cpu_time() - cpu);
+    let files_after = episodes
+        .version(None)
+        .expect("opens")
+        .files()
+        .expect("lists")
+        .len();
+    CommitCost {
+        wall,
+        cpu,
+        files_before,
+        files_after,
+    }
+}
+
+fn main() {
+    let sizes: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
         .collect();
     let sizes = if sizes.is_empty() {
         vec![1_000_000, 10_000_000, 50_000_000]
@@ -124,27 +179,26 @@ fn main() {
     let rule = SamplingRule::at_hz(10.0, 1.0, 1.0);
     println!("query: {QUERY}");
     println!(
-        "| warehouse rows | read from | Parquet MB read | selected episodes | curation (median of 3) | min | max |"
+        "| warehouse rows | read from | selected episodes | curation (median of 3) | min | max |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     let mut compactions = Vec::new();
+    let mut commits = Vec::new();
     for rows in sizes {
-        let root = build(rows, parts);
+        let root = build(rows);
         let uri = root.to_str().expect("utf-8").to_string();
-        // Start from the log alone: no compaction, no files ingested since.
-        let delta = root.join("episodes/part-delta.parquet");
-        let _ = std::fs::remove_file(&delta);
-        let _ = std::fs::remove_dir_all(root.join("compacted"));
         let out = bench_dir().join(format!("curated-{rows}.arrow"));
-        let curate = |warehouse: &Warehouse| {
-            curate_to_manifest(warehouse, QUERY, rule, &out)
+        let selection = bench_dir().join(format!("selected-{rows}.arrow"));
+        let curate = || {
+            let warehouse = Warehouse::open(&uri).expect("opens");
+            curate_to_manifest(&warehouse, QUERY, rule, &out)
                 .expect("curates")
                 .rows
         };
-        let selection = bench_dir().join(format!("selected-{rows}.arrow"));
-        let curate_by_position = |warehouse: &Warehouse| {
+        let curate_by_position = || {
+            let warehouse = Warehouse::open(&uri).expect("opens");
             let options = CurationOptions::default().by_position();
-            let summary = curate_to_manifest_with(warehouse, QUERY, rule, &selection, options)
+            let summary = curate_to_manifest_with(&warehouse, QUERY, rule, &selection, options)
                 .expect("curates by position");
             assert!(summary.selection, "a selection of the compaction's bases");
             let beside: u64 = summary
@@ -157,47 +211,25 @@ fn main() {
             }
             (summary.rows, beside)
         };
-        let file_mb =
-            |path: &std::path::Path| std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6);
-        let log_mb = |w: &Warehouse| w.files().iter().map(|(_, b)| b).sum::<u64>() as f64 / 1e6;
 
-        if !skip_log {
-            let (times, selected) = three(|| curate(&Warehouse::open(&uri).expect("opens")));
-            let w = Warehouse::open(&uri).expect("opens");
-            row(
-                "log (dedup at query time)",
-                rows,
-                log_mb(&w),
-                selected,
-                times,
-            );
-        }
+        let (times, selected) = three(curate);
+        row_of("as committed", rows, selected, times);
 
         reset_peak_rss();
         let started = Instant::now();
         let summary = compact(&Warehouse::open(&uri).expect("opens")).expect("compacts");
         let compaction_s = started.elapsed().as_secs_f64();
         let compaction_peak_mib = peak_rss_mib();
-        let (times, selected) = three(|| curate(&Warehouse::open(&uri).expect("opens")));
-        let compacted_mb = summary.bytes as f64 / 1e6;
-        row("compaction", rows, compacted_mb, selected, times);
-        let manifest_mb = file_mb(&out);
-        let (times, (by_position, _)) =
-            three(|| curate_by_position(&Warehouse::open(&uri).expect("opens")));
+        let (times, selected) = three(curate);
+        row_of("compacted", rows, selected, times);
+        let (times, (by_position, _)) = three(curate_by_position);
         assert_eq!(by_position, selected);
-        row(
-            "compaction, by position",
-            rows,
-            compacted_mb,
-            selected,
-            times,
-        );
+        row_of("compacted, by position", rows, selected, times);
         eprintln!(
-            "manifest {manifest_mb:.1} MB, selection {:.1} MB",
+            "manifest {:.1} MB, selection {:.1} MB",
+            file_mb(&out),
             file_mb(&selection)
         );
-        // What every rank pays to open each (page cache warm): the selection opens its
-        // bases and reads its positions once.
         for (label, path) in [("manifest", &out), ("selection", &selection)] {
             let (times, samples) = three(|| {
                 reel_manifest::Manifest::open(path)
@@ -209,26 +241,6 @@ fn main() {
                 times[1].as_secs_f64() * 1e3
             );
         }
-        // The same curation writing every row's path (format 1's layout), side by side.
-        let (times, _) = three(|| {
-            let w = Warehouse::open(&uri).expect("opens");
-            curate_to_manifest_with(
-                &w,
-                QUERY,
-                rule,
-                &out,
-                CurationOptions::default().with_uri_column(),
-            )
-            .expect("curates")
-            .rows
-        });
-        row(
-            "compaction, with the uri column",
-            rows,
-            compacted_mb,
-            selected,
-            times,
-        );
         let (times, _) = three(|| {
             Warehouse::open(&uri)
                 .expect("opens")
@@ -236,69 +248,88 @@ fn main() {
                 .expect("runs")
                 .height()
         });
-        row(
-            "compaction, query only",
-            rows,
-            compacted_mb,
-            selected,
-            times,
-        );
+        row_of("compacted, query only", rows, selected, times);
 
-        // 1% of the episodes re-ingested after the compaction.
-        let reingested = rows / 100;
-        // Generated ingestions end 761 days after 2025-01-01 (recordings span
-        // 700 days, version 2 is ingested 61 days after recording): this one
-        // comes after all of them, as a re-ingestion after a compaction does.
-        let later = 1_735_689_600_000_000_000 + 800 * 86_400_000_000_000;
-        let bytes = parquet_file_ingested_at(7, 0..reingested, 2, Some(later)).expect("encodes");
-        let delta_mb = bytes.len() as f64 / 1e6;
-        std::fs::write(&delta, bytes).expect("writes");
-        let (times, selected) = three(|| curate(&Warehouse::open(&uri).expect("opens")));
-        row(
-            "compaction + 1% re-ingested since",
-            rows,
-            compacted_mb + delta_mb,
-            selected,
-            times,
-        );
-        let (times, (by_position, beside)) =
-            three(|| curate_by_position(&Warehouse::open(&uri).expect("opens")));
+        // A week of recordings (1 % of the 700 days) re-ingested in one commit, then
+        // curated: the compaction's other files keep their bases. Ingestion times come
+        // after every generated one.
+        let later = RECORDINGS_START_NS + 800 * DAY_NS;
+        let week = recorded_in(rows, 300 * DAY_NS..307 * DAY_NS, usize::MAX);
+        let week_cost = commit_cost(&uri, "week", &week, 2, later + DAY_NS);
+        let (times, selected) = three(curate);
+        row_of("compacted + 1 % re-ingested since", rows, selected, times);
+        let (times, (by_position, beside)) = three(curate_by_position);
         assert_eq!(by_position, selected);
-        row(
-            "compaction + 1% re-ingested since, by position",
+        row_of(
+            "compacted + 1 % re-ingested since, by position",
             rows,
-            compacted_mb + delta_mb,
             selected,
             times,
         );
         eprintln!(
-            "with 1% re-ingested: manifest {:.1} MB, selection {:.1} MB + {:.1} MB beside",
-            file_mb(&out),
+            "with 1 % re-ingested: selection {:.1} MB + {:.1} MB beside",
             file_mb(&selection),
             beside as f64 / 1e6
         );
-        let again = recompaction.then(|| {
-            let started = Instant::now();
-            let again = compact(&Warehouse::open(&uri).expect("opens")).expect("compacts");
-            (again.id, started.elapsed().as_secs_f64())
-        });
-        compactions.push((rows, summary, compaction_s, compaction_peak_mib, again));
+        // Commits on a table this size: new episodes and re-ingested ones recorded together
+        // three times each, re-ingested ones recorded at random times (one file rewritten
+        // per episode: the worst case) once.
+        let mut costs = Vec::new();
+        for round in 0..3u64 {
+            let new: Vec<u64> =
+                (rows + round * BATCH as u64..rows + (round + 1) * BATCH as u64).collect();
+            costs.push((
+                "64 new episodes",
+                commit_cost(&uri, &format!("new-{round}"), &new, 0, later),
+            ));
+            // Episodes recorded in one hour of day 100 + round.
+            let hour = (100 + round as i64) * DAY_NS;
+            let together = recorded_in(rows, hour..hour + 3_600_000_000_000, BATCH);
+            costs.push((
+                "64 re-ingested, recorded within an hour",
+                commit_cost(&uri, &format!("again-{round}"), &together, 1, later),
+            ));
+            if round == 0 {
+                let random: Vec<u64> = (0..BATCH as u64)
+                    .map(|i| (i * 7919 + round * 104_729) % rows)
+                    .collect();
+                costs.push((
+                    "64 re-ingested, recorded at random times",
+                    commit_cost(&uri, &format!("random-{round}"), &random, 1, later),
+                ));
+            }
+        }
+        compactions.push((rows, summary, compaction_s, compaction_peak_mib));
+        commits.push((rows, costs, week.len(), week_cost));
     }
     println!();
-    println!(
-        "| warehouse rows | compaction | parts | compacted MB | seconds | peak RSS MiB | recompaction with 1% re-ingested | seconds |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
-    for (rows, first, first_s, peak, again) in compactions {
-        let (again_id, again_s) = match again {
-            Some((id, s)) => (id, format!("{s:.1}")),
-            None => ("not run".into(), "-".into()),
-        };
+    println!("| warehouse rows | files before | files after | seconds | peak RSS MiB |");
+    println!("|---|---|---|---|---|");
+    for (rows, summary, seconds, peak) in compactions {
         println!(
-            "| {rows} | {} | {} | {:.0} | {first_s:.1} | {peak:.0} | {again_id} | {again_s} |",
-            first.id,
-            first.parts,
-            first.bytes as f64 / 1e6,
+            "| {rows} | {} | {} | {seconds:.1} | {peak:.0} |",
+            summary.files_before, summary.files
+        );
+    }
+    println!();
+    println!("| warehouse rows | commit | wall s | CPU s | episodes files before → after |");
+    println!("|---|---|---|---|---|");
+    for (rows, costs, week_rows, week) in commits {
+        for (label, cost) in costs {
+            println!(
+                "| {rows} | {label} | {:.3} | {:.3} | {} → {} |",
+                cost.wall.as_secs_f64(),
+                cost.cpu.as_secs_f64(),
+                cost.files_before,
+                cost.files_after
+            );
+        }
+        println!(
+            "| {rows} | a week of recordings ({week_rows} episodes) re-ingested | {:.3} | {:.3} | {} → {} |",
+            week.wall.as_secs_f64(),
+            week.cpu.as_secs_f64(),
+            week.files_before,
+            week.files_after
         );
     }
 }

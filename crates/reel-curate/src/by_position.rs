@@ -1,24 +1,27 @@
 //! Curation by position: the query's episodes written as a selection (manifest format
 //! version 3) of the compaction's base manifests, instead of a copy of every row.
 //!
-//! A compaction writes each of its parts' rows once as a manifest (its bases). The
-//! `episodes` table then numbers every compacted row by its place in those bases, so a
-//! curation needs only the query's filter columns and that number: it writes 16 bytes
-//! a selected episode, where a self-contained manifest copies 83. Episodes ingested
-//! since the compaction are not in its bases; the ones the query selects are written
-//! once more as a small manifest beside the selection, which names it as its last base.
+//! A compaction writes each `episodes` file's rows once as a manifest beside it (its
+//! base). The table then numbers every row of a file with a base by its place in those
+//! bases, so a curation needs only the query's filter columns and that number: it writes
+//! 16 bytes a selected episode, where a self-contained manifest copies 83. Rows of files
+//! without a base (committed since the compaction) are written once more as a small
+//! manifest beside the selection, which names it as its last base.
 
 use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 use reel_manifest::{BaseRef, Manifest, ManifestMeta, Picks, SamplingRule, write_selection};
 
+use reel_warehouse::TableFile;
+
+use crate::compact::BASE_SUFFIX;
 use crate::curation::{DIGEST, NEEDED, numbers, slice};
 use crate::{CurateError, CurationOptions, CurationSummary, Warehouse};
 
-/// The hidden column of the numbered `episodes` table: a compacted row's place in the
-/// compaction's bases taken in order; past their rows, a newer row's place in the files
-/// ingested since (those rows, not yet deduplicated, in order).
+/// The hidden column of the numbered `episodes` table: a row's place in the bases of the
+/// table's files, taken in order; past their rows, a row's place in the files without a
+/// base, in order.
 pub(crate) const POSITION: &str = "__reel_position";
 
 /// What [`curate`] did: wrote a selection, or declined (and wrote nothing), saying why.
@@ -27,11 +30,34 @@ pub(crate) enum ByPosition {
     Declined(String),
 }
 
-/// Runs `sql` and writes its episodes at `output` as a selection of the compaction's
-/// bases. Declines, writing nothing, where the warehouse cannot address its rows by
-/// position (no current compaction, or one without bases, or too large to number) or the
-/// query may not keep the table's rows whole: its plan drops the position, or does not
-/// hand a manifest column through as the table's value of the same row
+/// The base manifest of each `episodes` file of `warehouse`'s version that has one: data
+/// file key → base key.
+pub(crate) fn bases_of(
+    warehouse: &Warehouse,
+) -> Result<std::collections::HashMap<String, String>, CurateError> {
+    let store = warehouse.store();
+    let files: std::collections::HashSet<&str> =
+        warehouse.files().iter().map(|f| f.key.as_str()).collect();
+    let prefix = warehouse
+        .tables()
+        .table(reel_warehouse::episodes::EPISODES)?
+        .prefix();
+    Ok(store
+        .list(&prefix)
+        .map_err(|e| crate::store_error(store, e))?
+        .into_iter()
+        .filter_map(|key| {
+            let data = key.strip_suffix(BASE_SUFFIX)?;
+            files.contains(data).then(|| (data.to_owned(), key.clone()))
+        })
+        .collect())
+}
+
+/// Runs `sql` and writes its episodes at `output` as a selection of the bases of
+/// `episodes`' files. Declines, writing nothing, where the warehouse cannot address its
+/// rows by position (no file with a base, or too many rows to number) or the query may
+/// not keep the table's rows whole: its plan drops the position, or does not hand a
+/// manifest column through as the table's value of the same row
 /// ([`row_lineage`](crate::row_lineage)).
 pub(crate) fn curate(
     warehouse: &Warehouse,
@@ -41,22 +67,63 @@ pub(crate) fn curate(
     options: CurationOptions,
 ) -> Result<ByPosition, CurateError> {
     let declined = |reason: &str| Ok(ByPosition::Declined(reason.to_string()));
-    let Some((pointer, delta)) = warehouse.compaction() else {
-        return declined("the warehouse has no current compaction");
-    };
-    if pointer.bases.is_empty() || pointer.bases.len() != pointer.parts.len() {
-        return declined(
-            "the compaction wrote no bases (an older Reel's, or rows a manifest refuses)",
-        );
+    let based = bases_of(warehouse)?;
+    let (with_base, without): (Vec<&TableFile>, Vec<&TableFile>) = warehouse
+        .files()
+        .iter()
+        .partition(|f| based.contains_key(&f.key));
+    if with_base.is_empty() {
+        return declined("no file of the episodes table has a base manifest (run reel-compact)");
     }
+    // The bases, mapped (fetched once per node from a remote warehouse): every selected
+    // episode's times come from the rows the selection will point at.
+    let store = warehouse.store();
+    let mut bases = Vec::with_capacity(with_base.len() + 1);
+    let mut refs = Vec::with_capacity(with_base.len() + 1);
+    for file in &with_base {
+        let key = &based[&file.key];
+        let base = reel_manifest::open_in(store, key)?;
+        if file.rows.is_some_and(|rows| rows != base.len() as u64) {
+            return Err(CurateError::BadCompaction {
+                key: store.object_uri(key),
+                reason: format!(
+                    "the base has {} rows, its file {} has {}",
+                    base.len(),
+                    file.key,
+                    file.rows.unwrap_or(0)
+                ),
+            });
+        }
+        let location = match store.local_root() {
+            Some(root) => root.join(key).to_string_lossy().into_owned(),
+            None => store.object_uri(key),
+        };
+        refs.push(BaseRef::to(&base, location));
+        bases.push(base);
+    }
+    let compacted_rows: u64 = bases.iter().map(|b| b.len() as u64).sum();
     // Polars numbers rows in its index type (32 bits unless built for more): past it,
     // rows are not numbered, and the manifest is self-contained.
-    let compacted: u64 = pointer.bases.iter().map(|b| b.rows).sum();
-    if compacted.saturating_mul(2) >= IdxSize::MAX as u64 {
-        return declined("the compaction has more rows than Polars numbers");
+    let all_rows: u64 = warehouse.files().iter().map(|f| f.rows.unwrap_or(0)).sum();
+    if all_rows.saturating_mul(2) >= IdxSize::MAX as u64 {
+        return declined("the episodes table has more rows than Polars numbers");
     }
-    let (table, whole_log) = warehouse.episodes_table(true)?;
-    let db = warehouse.db_tables_of(sql)?;
+    let numbering = |offset: u64| {
+        Some(RowIndex {
+            name: POSITION.into(),
+            offset: offset as IdxSize,
+        })
+    };
+    let newer_keys: Vec<&str> = without.iter().map(|f| f.key.as_str()).collect();
+    let table = concat(
+        [
+            warehouse.scan_files(with_base.iter().map(|f| f.key.as_str()), numbering(0))?,
+            warehouse.scan_files(newer_keys.iter().copied(), numbering(compacted_rows))?,
+        ],
+        UnionArgs::default(),
+    )
+    .map_err(CurateError::Query)?;
+    let db = warehouse.tables_of(sql)?;
     // A selection gives each episode its base row's values: the query must hand every
     // manifest column through as the table's own, judged on its plan over a stand-in.
     let mut tracked = NEEDED.to_vec();
@@ -85,26 +152,7 @@ pub(crate) fn curate(
     if picked.is_empty() && !options.allow_empty {
         return Err(CurateError::NoEpisodes);
     }
-
-    // The compaction's bases, mapped (fetched once per node from a remote warehouse):
-    // every selected episode's times come from the rows the selection will point at.
-    let store = warehouse.store();
-    let mut bases = Vec::with_capacity(pointer.bases.len() + 1);
-    let mut refs = Vec::with_capacity(pointer.bases.len() + 1);
-    for base in &pointer.bases {
-        let location = match store.local_root() {
-            Some(root) => root.join(&base.key).to_string_lossy().into_owned(),
-            None => store.object_uri(&base.key),
-        };
-        let base_ref = BaseRef {
-            location,
-            content_hash: base.content_hash.clone(),
-            rows: base.rows,
-        };
-        bases.push(reel_manifest::open_base_in(store, &base.key, &base_ref)?);
-        refs.push(base_ref);
-    }
-    let compacted_rows = compacted;
+    let delta: Vec<String> = newer_keys.iter().map(|k| (*k).to_owned()).collect();
 
     // Episodes ingested since: the selected ones, written beside the selection.
     let mut newer_rows: Vec<u64> = picked
@@ -118,7 +166,7 @@ pub(crate) fn curate(
     // Removed again, on any failure, unless the selection that names them is written.
     let mut beside = Beside::default();
     if !newer_rows.is_empty() {
-        let path = write_newer(warehouse, delta, &newer_rows, &meta, output, &mut beside)?;
+        let path = write_newer(warehouse, &delta, &newer_rows, &meta, output, &mut beside)?;
         let newer = Manifest::open(&path)?;
         let name = path
             .file_name()
@@ -133,9 +181,10 @@ pub(crate) fn curate(
         newer_rows: &newer_rows,
         bases: &bases,
         refs: &refs,
-        // Only where the whole log was deduplicated could a compacted and a newer row be
-        // the same episode (equal ingestion times); elsewhere only the newer rows can.
-        check_all_ids: whole_log,
+        // The table holds one row per episode: only a query can repeat an episode, and
+        // then it repeats its position, which the selection refuses; newer rows are
+        // checked all the same, as a self-contained curation checks every row.
+        check_all_ids: false,
         meta: &meta,
         output,
     })?;
@@ -146,6 +195,7 @@ pub(crate) fn curate(
         selection: true,
         declined: None,
         beside: beside.keep(),
+        listed_twice: 0,
     }))
 }
 
@@ -253,7 +303,7 @@ fn select_and_write(input: SelectionInput<'_>) -> Result<(usize, u64), CurateErr
         }
         let Some(&(first, start_ns, end_ns)) = chunks.get(chunk).filter(|c| inside(c)) else {
             return Err(CurateError::BadCompaction {
-                key: crate::compact::POINTER_KEY.to_string(),
+                key: refs.last().map(|r| r.location.clone()).unwrap_or_default(),
                 reason: format!("position {position} is outside the compaction's bases"),
             });
         };
@@ -319,7 +369,7 @@ fn write_newer(
     beside: &mut Beside,
 ) -> Result<PathBuf, CurateError> {
     let mut columns: Vec<Expr> = NEEDED.map(col).to_vec();
-    let newer = warehouse.scan_log(delta.iter().map(String::as_str))?;
+    let newer = warehouse.scan_files(delta.iter().map(String::as_str), None)?;
     if newer
         .clone()
         .collect_schema()

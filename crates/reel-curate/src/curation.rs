@@ -24,6 +24,9 @@ pub struct CurationSummary {
     /// Files written beside the manifest that it names (a selection's episodes ingested
     /// since the compaction): they go wherever it goes.
     pub beside: Vec<std::path::PathBuf>,
+    /// Episodes a curation file listed more than once ([`crate::curate_from_file`]): each
+    /// is in the manifest once.
+    pub listed_twice: u64,
 }
 
 /// Columns the manifest takes from the query's result.
@@ -116,6 +119,7 @@ pub(crate) fn curate_self_contained(
         selection: false,
         declined: None,
         beside: Vec::new(),
+        listed_twice: 0,
     })
 }
 
@@ -163,10 +167,11 @@ pub fn write_frame(
         slice("state_steps", &states)?,
     );
     let actions = slice("action_steps", &actions)?;
-    // Digests where the warehouse recorded them (0 for rows ingested before it did).
+    // Digests where the warehouse recorded them (0 for rows ingested before it did). The
+    // tables keep a digest's 64 bits as a signed integer: the same bits, not its value.
     let digests = match df.column(DIGEST) {
         Ok(c) => Some(
-            c.cast(&DataType::UInt64)
+            unsigned_bits(c)
                 .and_then(|c| c.fill_null(FillNullStrategy::Zero))
                 .map_err(|source| CurateError::ColumnType {
                     column: DIGEST,
@@ -216,6 +221,20 @@ pub fn write_frame(
         },
     )?;
     Ok(writer.finish()?)
+}
+
+/// A 64-bit column as unsigned: a signed one's bits as they are (a hash stored as the
+/// signed integer of the same bits), any other type cast.
+fn unsigned_bits(c: &Column) -> PolarsResult<Column> {
+    match c.dtype() {
+        DataType::Int64 => {
+            let signed = c.i64()?;
+            let unsigned: UInt64Chunked =
+                signed.apply_nonnull_values_generic(DataType::UInt64, |v| v as u64);
+            Ok(unsigned.with_name(c.name().clone()).into_column())
+        }
+        _ => c.cast(&DataType::UInt64),
+    }
 }
 
 /// Fails on the first episode id seen twice: a manifest that held an episode

@@ -1,12 +1,16 @@
-//! The `episodes` table's columns in Polars' types, from the warehouse's Arrow schema.
+//! The episode tables' columns in Polars' types, from their Arrow schema.
 
 use arrow_schema::{DataType as ArrowType, TimeUnit as ArrowUnit};
 use polars::prelude::*;
 
-/// The current warehouse schema in Polars' types. A scan given it reads a part of an
-/// older schema version as if the columns that version lacks were null.
+/// The episode tables' schema in Polars' types. A scan given it reads a file written
+/// before a column was added as if that column were null.
 pub(crate) fn episodes_schema() -> PolarsResult<SchemaRef> {
-    let arrow = reel_manifest::warehouse::warehouse_schema();
+    polars_schema(&reel_warehouse::episodes::episode_schema())
+}
+
+/// A table's Arrow schema in Polars' types.
+pub(crate) fn polars_schema(arrow: &arrow_schema::Schema) -> PolarsResult<SchemaRef> {
     let mut schema = Schema::with_capacity(arrow.fields().len());
     for field in arrow.fields() {
         schema.insert(
@@ -21,12 +25,11 @@ fn polars_type(arrow: &ArrowType) -> PolarsResult<DataType> {
     Ok(match arrow {
         ArrowType::Utf8 => DataType::String,
         ArrowType::Boolean => DataType::Boolean,
-        ArrowType::UInt32 => DataType::UInt32,
-        ArrowType::UInt64 => DataType::UInt64,
+        ArrowType::Int32 => DataType::Int32,
         ArrowType::Int64 => DataType::Int64,
         ArrowType::Float64 => DataType::Float64,
-        ArrowType::Timestamp(ArrowUnit::Nanosecond, Some(zone)) if zone.as_ref() == "UTC" => {
-            DataType::Datetime(TimeUnit::Nanoseconds, Some(TimeZone::UTC))
+        ArrowType::Timestamp(ArrowUnit::Microsecond, Some(zone)) if zone.as_ref() == "UTC" => {
+            DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
         }
         other => {
             polars_bail!(ComputeError: "warehouse column type {other:?} has no Polars type here")
@@ -41,12 +44,13 @@ mod tests {
     #[test]
     fn every_warehouse_column_has_a_polars_type() {
         let schema = episodes_schema().expect("every type maps");
-        let arrow = reel_manifest::warehouse::warehouse_schema();
+        let arrow = reel_warehouse::episodes::episode_schema();
         assert_eq!(schema.len(), arrow.fields().len());
         assert_eq!(
             schema.get("recorded_at"),
+            // Delta's timestamps are microseconds.
             Some(&DataType::Datetime(
-                TimeUnit::Nanoseconds,
+                TimeUnit::Microseconds,
                 Some(TimeZone::UTC)
             ))
         );

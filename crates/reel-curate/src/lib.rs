@@ -1,15 +1,13 @@
-//! Curation: one SQL query over the episode warehouse, written as a training
-//! manifest.
+//! Curation: one SQL query over the warehouse, written as a training manifest.
 //!
-//! The warehouse (`episodes/**/*.parquet` in a store, written by ingest) is
-//! registered with Polars' SQL engine as the table `episodes`, deduplicated
-//! so that a query sees the latest ingestion of each episode. A compaction
-//! ([`compact()`]) writes that view out once, sorted for the common filters;
-//! queries then scan it plainly and deduplicate only the files ingested
-//! since. The query's
-//! rows become a memory-mapped Arrow manifest (`reel-manifest`). This is the
-//! only Reel crate that links polars; nothing on the loading path depends on
-//! it.
+//! The warehouse's tables (Delta Lake, `reel-warehouse`) are registered with Polars' SQL
+//! engine: `episodes` (one row per episode, its latest ingestion), `ingestions` (every
+//! ingestion) and the metadata database's captured tables, each as the files of one of
+//! its versions. The query's rows become a memory-mapped Arrow manifest
+//! (`reel-manifest`) that records the versions it read, so the same curation can be run
+//! again at them ([`AsOf`]). [`compact()`] and [`vacuum()`] keep the tables fast and
+//! small, as the format does. This is the only Reel crate that links polars; nothing on
+//! the loading path depends on it.
 //!
 //! ```no_run
 //! use reel_curate::{Warehouse, curate_to_manifest};
@@ -27,27 +25,37 @@
 //! ```
 
 use std::path::Path;
+use std::sync::Arc;
 
+mod as_of;
 mod by_position;
 pub mod compact;
 mod curation;
 pub mod db_tables;
 mod episodes_schema;
+pub mod from_file;
+pub mod migrate;
 pub mod query_policy;
 mod row_lineage;
 #[cfg(feature = "test-support")]
 pub mod synthetic;
 
-pub use compact::{CompactOptions, CompactionState, CompactionSummary, compact, compact_with};
-use compact::{Compaction, classify, read_pointer};
+pub use as_of::AsOf;
+pub use compact::{
+    CompactOptions, CompactionSummary, DEFAULT_RETENTION, VacuumSummary, compact, compact_with,
+    vacuum,
+};
 pub use curation::{CurationOptions, CurationSummary, write_frame};
 pub use db_tables::DbTables;
+pub use from_file::{curate_from_file, read_episode_ids};
+pub use migrate::{MigrationSummary, migrate};
 use polars::prelude::*;
 use polars::sql::SQLContext;
 pub use query_policy::QueryRefusal;
 use reel_io::Store;
 use reel_manifest::SamplingRule;
-use reel_manifest::warehouse::EPISODES_PREFIX;
+use reel_warehouse::episodes::{EPISODES, INGESTIONS};
+use reel_warehouse::{TableFile, TableVersion, WarehouseError};
 
 /// Errors of curation.
 #[derive(Debug, thiserror::Error)]
@@ -59,8 +67,14 @@ pub enum CurateError {
         #[source]
         source: Box<reel_io::Error>,
     },
-    #[error("warehouse {uri} has no episode files under {EPISODES_PREFIX}")]
-    EmptyWarehouse { uri: String },
+    #[error("warehouse {uri} has no episodes table: nothing was ingested into it yet{}", legacy_hint(*.legacy))]
+    EmptyWarehouse { uri: String, legacy: bool },
+    #[error(transparent)]
+    Table(#[from] WarehouseError),
+    #[error("migration: {reason}")]
+    Migration { reason: String },
+    #[error("as of {as_of}: {reason}")]
+    AsOf { as_of: String, reason: String },
     #[error("query failed: {0}")]
     Query(#[source] PolarsError),
     #[error("query refused: {0}")]
@@ -94,8 +108,18 @@ pub enum CurateError {
         first_row: usize,
         row: usize,
     },
-    #[error("compaction pointer {key}: {reason}")]
+    #[error("compaction {key}: {reason}")]
     BadCompaction { key: String, reason: String },
+    #[error("curation file {file}: {reason}")]
+    FromFile { file: String, reason: String },
+}
+
+fn legacy_hint(legacy: bool) -> &'static str {
+    if legacy {
+        " (its episodes are in the earlier layout, under episodes/: run `reel-compact --migrate`)"
+    } else {
+        ""
+    }
 }
 
 /// The store's and the manifest's errors keep their kind; a warehouse with no episodes is
@@ -107,7 +131,9 @@ impl reel_io::Kinded for CurateError {
         match self {
             Self::Store { source, .. } => source.kind(),
             Self::Manifest(e) => e.kind(),
-            Self::EmptyWarehouse { .. } => ErrorKind::Environment,
+            Self::Table(e) => e.kind(),
+            Self::EmptyWarehouse { .. } | Self::AsOf { .. } => ErrorKind::Environment,
+            Self::Migration { .. } => ErrorKind::BadInput,
             Self::Query(_)
             | Self::Refused(_)
             | Self::ChangeLog { .. }
@@ -116,79 +142,87 @@ impl reel_io::Kinded for CurateError {
             | Self::Null { .. }
             | Self::NoEpisodes
             | Self::DuplicateEpisode { .. }
-            | Self::BadCompaction { .. } => ErrorKind::BadInput,
+            | Self::BadCompaction { .. }
+            | Self::FromFile { .. } => ErrorKind::BadInput,
         }
     }
 }
 
-/// A warehouse: the `episodes` Parquet files of a store, as of one moment.
+/// A warehouse as of one moment: its `episodes` and `ingestions` tables at one version
+/// each, and the metadata database's tables captured into it.
 #[derive(Debug, Clone)]
 pub struct Warehouse {
-    store: Store,
-    /// Object keys and sizes, sorted: what this snapshot contains.
-    files: Vec<(String, u64)>,
-    /// The current compaction and the episode files ingested after it.
-    compaction: Option<(Compaction, Vec<String>)>,
-    state: CompactionState,
+    tables: reel_warehouse::Warehouse,
+    episodes: TableVersion,
+    /// `episodes`' data files at that version, sorted by key.
+    files: Vec<TableFile>,
+    /// `ingestions` at a version, where the table exists.
+    ingestions: Option<TableVersion>,
     /// The metadata database's tables captured into this warehouse.
     db: DbTables,
+    /// Episodes selected elsewhere, queried as the table `selected` ([`from_file`]).
+    selected: Option<Arc<DataFrame>>,
 }
 
 impl Warehouse {
-    /// Lists the warehouse's episode files (a local folder or `s3://…`).
+    /// The warehouse at `uri` (a local folder or `s3://…`), its tables' latest versions.
     pub fn open(uri: &str) -> Result<Self, CurateError> {
-        let err = |source| CurateError::Store {
-            uri: uri.to_string(),
-            source: Box::new(source),
-        };
-        Self::from_store(Store::open(uri).map_err(err)?)
+        Self::from_tables(reel_warehouse::Warehouse::open(uri)?, None)
     }
 
-    /// Lists the warehouse's episode files in an already opened store.
+    /// The warehouse at `uri` with its tables at the versions `as_of` names.
+    pub fn open_as_of(uri: &str, as_of: &AsOf) -> Result<Self, CurateError> {
+        Self::from_tables(reel_warehouse::Warehouse::open(uri)?, Some(as_of))
+    }
+
+    /// The warehouse in an already opened store, its tables' latest versions.
     pub fn from_store(store: Store) -> Result<Self, CurateError> {
-        let err = |source| store_error(&store, source);
-        let mut files = Vec::new();
-        for key in store.list_recursive(EPISODES_PREFIX).map_err(err)? {
-            if key.ends_with(".parquet") {
-                let size = store.len_of(&key).map_err(err)?;
-                files.push((key, size));
-            }
+        Self::from_tables(reel_warehouse::Warehouse::for_store(&store)?, None)
+    }
+
+    /// The warehouse's tables, at the versions `as_of` names or their latest.
+    pub fn from_tables(
+        tables: reel_warehouse::Warehouse,
+        as_of: Option<&AsOf>,
+    ) -> Result<Self, CurateError> {
+        let episodes = tables.table(EPISODES)?;
+        if !episodes.exists()? {
+            let store = tables.store();
+            let legacy = store
+                .list(migrate::LEGACY_EPISODES)
+                .map_err(|e| store_error(store, e))?;
+            return Err(CurateError::EmptyWarehouse {
+                uri: reel_io::redact(store.uri()).into_owned(),
+                legacy: !legacy.is_empty(),
+            });
         }
-        files.sort();
-        if files.is_empty() {
-            let uri = store.uri().to_string();
-            return Err(CurateError::EmptyWarehouse { uri });
-        }
-        let (compaction, state) = match read_pointer(&store)? {
-            None => (None, CompactionState::None),
-            Some(pointer) => match classify(&pointer, &files) {
-                Ok(delta) => {
-                    let state = CompactionState::Current {
-                        id: pointer.id.clone(),
-                        covered: pointer.covers.len(),
-                        delta: delta.len(),
-                    };
-                    (Some((pointer, delta)), state)
-                }
-                Err(reason) => {
-                    let id = pointer.id;
-                    (None, CompactionState::Stale { id, reason })
-                }
-            },
+        let at = |name: &str| as_of.and_then(|a| a.version_of(name));
+        let episodes = as_of::version(&episodes, at(EPISODES), as_of)?;
+        let ingestions = tables.table(INGESTIONS)?;
+        let ingestions = match ingestions.exists()? {
+            true => Some(as_of::version(&ingestions, at(INGESTIONS), as_of)?),
+            false => None,
         };
-        let db = DbTables::read(&store)?;
+        let files = episodes.files()?;
+        let db = DbTables::read(&tables, as_of)?;
         Ok(Self {
-            store,
+            tables,
+            episodes,
             files,
-            compaction,
-            state,
+            ingestions,
             db,
+            selected: None,
         })
     }
 
     /// The store the warehouse lives in.
     pub fn store(&self) -> &Store {
-        &self.store
+        self.tables.store()
+    }
+
+    /// The warehouse's tables.
+    pub fn tables(&self) -> &reel_warehouse::Warehouse {
+        &self.tables
     }
 
     /// The metadata database's tables captured into this warehouse (`reel-cdc`).
@@ -196,61 +230,36 @@ impl Warehouse {
         &self.db
     }
 
-    /// Whether queries read a compaction, and how much was ingested since.
-    pub fn compaction_state(&self) -> &CompactionState {
-        &self.state
+    /// The version of `episodes` read.
+    pub fn episodes_version(&self) -> &TableVersion {
+        &self.episodes
     }
 
-    /// The current compaction and the episode files newer than it.
-    pub(crate) fn compaction(&self) -> Option<&(Compaction, Vec<String>)> {
-        self.compaction.as_ref()
-    }
-
-    /// Episode files in this snapshot.
-    pub fn files(&self) -> &[(String, u64)] {
+    /// `episodes`' data files at the version read.
+    pub fn files(&self) -> &[TableFile] {
         &self.files
     }
 
-    /// An id for exactly what a query reads: appending a file changes it, and
-    /// so does reading through a compaction (`…+c-…`), whose rows are the same
-    /// but come in its sorted order.
-    pub fn snapshot_id(&self) -> String {
-        let files = format!(
-            "wh-{:016x}-{}",
-            file_set_hash(&self.files),
-            self.files.len()
-        );
-        let files = match &self.compaction {
-            Some((pointer, _)) => format!("{files}+{}", pointer.id),
-            None => files,
-        };
-        match self.db.lsn() {
-            0 => files,
-            // The database's tables as of this LSN.
-            lsn => format!(
-                "{files}{}{}",
-                reel_manifest::CDC_POSITION_MARK,
-                reel_manifest::changes::lsn_text(lsn)
-            ),
+    /// The versions this warehouse reads, as a manifest records them.
+    pub fn as_of(&self) -> AsOf {
+        let mut tables = vec![(EPISODES.to_owned(), self.episodes.number())];
+        if let Some(ingestions) = &self.ingestions {
+            tables.push((INGESTIONS.to_owned(), ingestions.number()));
         }
+        tables.extend(self.db.versions());
+        AsOf::new(tables, self.db.lsn())
     }
 
-    /// Every row of every episode file, before deduplication.
-    pub fn scan_all(&self) -> Result<LazyFrame, CurateError> {
-        self.scan_log(self.files.iter().map(|(k, _)| k.as_str()))
+    /// What a manifest records as its warehouse snapshot: the tables' versions
+    /// (`episodes@12 ingestions@12`), and, where the database's tables are captured, the
+    /// capture's position (`+db-<LSN>`).
+    pub fn snapshot_id(&self) -> String {
+        self.as_of().to_string()
     }
 
-    /// The rows of the given episode parts, in order, in the current warehouse schema (the
-    /// columns an older part lacks read as null).
-    pub(crate) fn scan_log<'a>(
-        &self,
-        keys: impl Iterator<Item = &'a str>,
-    ) -> Result<LazyFrame, CurateError> {
-        self.scan_log_numbered(keys, None)
-    }
-
-    /// [`Warehouse::scan_log`], each row numbered in `row_index` (from its offset on).
-    pub(crate) fn scan_log_numbered<'a>(
+    /// The rows of `episodes`' data files `keys`, in the tables' schema, each numbered in
+    /// `row_index` (from its offset on) when given.
+    pub(crate) fn scan_files<'a>(
         &self,
         keys: impl Iterator<Item = &'a str>,
         row_index: Option<RowIndex>,
@@ -260,7 +269,8 @@ impl Warehouse {
     }
 
     /// The rows of the given Parquet objects, in `schema` or else the first object's; with
-    /// `allow_missing_columns`, a column an object lacks reads as null there.
+    /// `allow_missing_columns`, a column an object lacks reads as null there (a column a
+    /// later version added).
     pub(crate) fn scan_parts<'a>(
         &self,
         keys: impl Iterator<Item = &'a str>,
@@ -268,9 +278,23 @@ impl Warehouse {
         allow_missing_columns: bool,
         row_index: Option<RowIndex>,
     ) -> Result<LazyFrame, CurateError> {
+        let store = self.store();
         let keys: Vec<&str> = keys.collect();
-        // Every column lives in the files; partition folders only spread them
-        // out. Hive parsing stays off so local and remote scans see one schema.
+        if keys.is_empty() {
+            // A table with no rows: its columns, no files to scan.
+            let schema = match schema {
+                Some(schema) => schema,
+                None => episodes_schema::episodes_schema().map_err(CurateError::Query)?,
+            };
+            let mut empty = DataFrame::empty_with_schema(&schema);
+            if let Some(index) = row_index {
+                empty = empty
+                    .with_row_index(index.name, Some(index.offset))
+                    .map_err(CurateError::Query)?;
+            }
+            return Ok(empty.lazy());
+        }
+        // Hive parsing stays off so local and remote scans see one schema.
         let args = ScanArgsParquet {
             hive_options: HiveOptions {
                 enabled: Some(false),
@@ -281,7 +305,7 @@ impl Warehouse {
             row_index,
             ..ScanArgsParquet::default()
         };
-        let sources = match self.store.local_root() {
+        let sources = match store.local_root() {
             // Local: let Polars map the files and push projections down.
             Some(root) => ScanSources::Paths(
                 keys.iter()
@@ -292,10 +316,7 @@ impl Warehouse {
             None => {
                 let mut buffers = Vec::with_capacity(keys.len());
                 for key in &keys {
-                    let bytes = self
-                        .store
-                        .read(key)
-                        .map_err(|e| store_error(&self.store, e))?;
+                    let bytes = store.read(key).map_err(|e| store_error(store, e))?;
                     buffers.push(polars_buffer_from(bytes.to_vec()));
                 }
                 ScanSources::Buffers(buffers.into())
@@ -304,87 +325,18 @@ impl Warehouse {
         LazyFrame::scan_parquet_sources(sources, args).map_err(CurateError::Query)
     }
 
-    /// The `episodes` table: the latest ingestion of each episode.
+    /// The `episodes` table: one row per episode, its latest ingestion.
     pub fn episodes(&self) -> Result<LazyFrame, CurateError> {
-        Ok(self.episodes_table(false)?.0)
+        self.scan_files(self.files.iter().map(|f| f.key.as_str()), None)
     }
 
-    /// The `episodes` table; `numbered`, each row also carries its
-    /// [`by_position::POSITION`]: its place in the compaction's bases, or, past their
-    /// rows, in the files ingested since. Only a compaction with bases numbers rows.
-    /// True beside it where the whole log is deduplicated at query time.
-    pub(crate) fn episodes_table(&self, numbered: bool) -> Result<(LazyFrame, bool), CurateError> {
-        let Some((pointer, delta)) = &self.compaction else {
-            return Ok((latest_of(self.scan_all()?)?, true));
+    /// The `ingestions` table: every ingestion of every episode.
+    pub fn ingestions(&self) -> Result<LazyFrame, CurateError> {
+        let files = match &self.ingestions {
+            Some(version) => version.files()?,
+            None => Vec::new(),
         };
-        let numbering = |offset: u64| {
-            numbered.then(|| RowIndex {
-                name: by_position::POSITION.into(),
-                offset: offset as IdxSize,
-            })
-        };
-        let compacted =
-            self.scan_log_numbered(pointer.parts.iter().map(String::as_str), numbering(0))?;
-        if delta.is_empty() {
-            return Ok((compacted, false));
-        }
-        let base_rows = pointer.bases.iter().map(|b| b.rows).sum();
-        let newer =
-            self.scan_log_numbered(delta.iter().map(String::as_str), numbering(base_rows))?;
-        // Newer episodes, each with its id beside its integer key, and the
-        // oldest of their ingestions: one read of the newer files.
-        const NEWER_ID: &str = "__reel_newer_id";
-        let seen = newer
-            .clone()
-            .select([
-                col("episode_key"),
-                col("episode_id").alias(NEWER_ID),
-                col("ingested_at_ns"),
-            ])
-            .collect()
-            .map_err(CurateError::Query)?;
-        let oldest = seen
-            .column("ingested_at_ns")
-            .and_then(|c| c.i64().map(|c| c.min()))
-            .map_err(CurateError::Query)?;
-        let replaced = seen
-            .lazy()
-            .select([col("episode_key"), col(NEWER_ID)])
-            .unique(None, UniqueKeepStrategy::Any)
-            .collect()
-            .map_err(CurateError::Query)?;
-        let keys = replaced
-            .column("episode_key")
-            .and_then(|c| c.n_unique())
-            .map_err(CurateError::Query)?;
-        let all_newer = oldest.is_some_and(|t| t > pointer.newest_ingested_at_ns);
-        if !all_newer || keys != replaced.height() {
-            // A newer file holds a row older than the compaction's newest (a
-            // late upload), or two newer episodes share a key: only a full
-            // deduplication is sure to pick the right versions.
-            let all = concat([compacted, newer], UnionArgs::default());
-            return Ok((latest_of(all.map_err(CurateError::Query)?)?, true));
-        }
-        // Every newer row is newer than every compacted row: an episode in a
-        // newer file replaces its compacted row. A left join on the integer
-        // key lets the query's filter still reach the compacted scan; ids are
-        // compared only where keys match. (An `is_in` on the key list checks
-        // row-group statistics at rows × keys cost: 25 s at 50M rows.)
-        let untouched = compacted
-            .join(
-                replaced.lazy(),
-                [col("episode_key")],
-                [col("episode_key")],
-                JoinArgs::new(JoinType::Left),
-            )
-            .filter(
-                col(NEWER_ID)
-                    .is_null()
-                    .or(col(NEWER_ID).neq(col("episode_id"))),
-            )
-            .drop(cols([NEWER_ID]));
-        let table = concat([untouched, latest_of(newer)?], UnionArgs::default());
-        Ok((table.map_err(CurateError::Query)?, false))
+        self.scan_files(files.iter().map(|f| f.key.as_str()), None)
     }
 
     /// Plans `sql` (which reads the table `episodes`) without running it.
@@ -396,25 +348,49 @@ impl Warehouse {
         self.query_table(sql, self.episodes()?)
     }
 
-    /// Plans `sql` over `episodes` as the table of that name (and the database's tables).
+    /// Plans `sql` over `episodes` as the table of that name (and the others).
     pub(crate) fn query_table(
         &self,
         sql: &str,
         episodes: LazyFrame,
     ) -> Result<LazyFrame, CurateError> {
-        let db = self.db_tables_of(sql)?;
-        query_over(sql, episodes, &db)
+        let others = self.tables_of(sql)?;
+        query_over(sql, episodes, &others)
     }
 
-    /// The database's tables `sql` reads, by name, after checking that it reads only the
-    /// warehouse's tables. Only those: each costs a scan of its change log.
-    pub(crate) fn db_tables_of(&self, sql: &str) -> Result<Vec<(String, LazyFrame)>, CurateError> {
+    /// The tables besides `episodes` that `sql` reads (`ingestions`, the database's), by
+    /// name, after checking that it reads only the warehouse's tables. Only those: each
+    /// costs a scan.
+    pub(crate) fn tables_of(&self, sql: &str) -> Result<Vec<(String, LazyFrame)>, CurateError> {
         let db_names = self.db.names();
-        let mut tables = vec![EPISODES_TABLE];
+        let mut tables = vec![EPISODES_TABLE, INGESTIONS];
         tables.extend(db_names.iter().map(String::as_str));
+        if self.selected.is_some() {
+            tables.push(from_file::SELECTED_TABLE);
+        }
         let named = query_policy::check_query(sql, &tables)?;
-        self.db
-            .frames(self, |n| named.iter().any(|t| t.eq_ignore_ascii_case(n)))
+        let reads = |name: &str| named.iter().any(|t| t.eq_ignore_ascii_case(name));
+        let mut frames = self.db.frames(self, reads)?;
+        if reads(INGESTIONS) {
+            frames.push((INGESTIONS.to_owned(), self.ingestions()?));
+        }
+        if let Some(selected) = &self.selected
+            && reads(from_file::SELECTED_TABLE)
+        {
+            frames.push((
+                from_file::SELECTED_TABLE.to_owned(),
+                selected.as_ref().clone().lazy(),
+            ));
+        }
+        Ok(frames)
+    }
+
+    /// This warehouse with `episodes` (an `episode_id` column) as the table `selected`.
+    pub(crate) fn with_selected(self, episodes: DataFrame) -> Self {
+        Self {
+            selected: Some(Arc::new(episodes)),
+            ..self
+        }
     }
 
     /// Runs `sql` (which reads the table `episodes`) and returns its rows.
@@ -427,7 +403,7 @@ impl Warehouse {
 pub const EPISODES_TABLE: &str = "episodes";
 
 /// Plans `sql` over `episodes` and the database's tables `db` (checked by
-/// [`Warehouse::db_tables_of`]).
+/// [`Warehouse::tables_of`]).
 pub(crate) fn query_over(
     sql: &str,
     episodes: LazyFrame,
@@ -441,30 +417,12 @@ pub(crate) fn query_over(
     context.execute(sql).map_err(CurateError::Query)
 }
 
-/// Keeps the latest ingestion (largest `ingested_at_ns`) of each episode.
-pub(crate) fn latest_of(rows: LazyFrame) -> Result<LazyFrame, CurateError> {
-    let latest = col("ingested_at_ns")
-        .max()
-        .over([col("episode_key"), col("episode_id")])
-        .map_err(CurateError::Query)?;
-    Ok(rows.filter(col("ingested_at_ns").eq(latest)))
-}
-
 /// A store failure, naming the warehouse.
 pub(crate) fn store_error(store: &Store, source: reel_io::Error) -> CurateError {
     CurateError::Store {
         uri: store.uri().to_string(),
         source: Box::new(source),
     }
-}
-
-/// FNV-1a over object names and sizes: stable across runs and platforms.
-pub(crate) fn file_set_hash(files: &[(String, u64)]) -> u64 {
-    reel_manifest::fnv1a(
-        files
-            .iter()
-            .flat_map(|(key, size)| key.bytes().chain(size.to_le_bytes())),
-    )
 }
 
 fn polars_buffer_from(bytes: Vec<u8>) -> polars_buffer::Buffer<u8> {

@@ -1,7 +1,11 @@
 //! Realistic generated warehouse rows, for tests and benchmarks at sizes no ingest run
 //! here could produce (tens of millions of episodes). Feature `test-support`.
 
-use reel_manifest::warehouse::{QcSummary, WarehouseBatch, WarehouseRow, encode_parquet};
+use arrow_array::RecordBatch;
+use reel_warehouse::episodes::{
+    EPISODE_KEY, EPISODES, EpisodeRow, EpisodeRows, INGESTIONS, QcSummary,
+};
+use reel_warehouse::{Change, Operation};
 
 pub const ROBOTS: [&str; 8] = [
     "aloha-01",
@@ -47,9 +51,9 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn as_warehouse_row(&self) -> WarehouseRow<'_> {
+    pub fn as_episode_row(&self) -> EpisodeRow<'_> {
         let seconds = ((self.end_ns - self.start_ns) / 1_000_000_000) as u32;
-        WarehouseRow {
+        EpisodeRow {
             episode_id: &self.episode_id,
             pipeline_version: self.pipeline_version,
             robot_id: self.robot_id,
@@ -86,12 +90,18 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// When row `i` of a generated corpus was recorded: within 700 days from 2025-01-01.
+pub fn recorded_at_ns(seed: u64, i: u64) -> i64 {
+    let h = mix(seed ^ mix(i));
+    1_735_689_600_000_000_000 + (h % (700 * 86_400)) as i64 * 1_000_000_000
+}
+
 /// Row `i` of a generated corpus (`version` 0 is the first ingestion;
 /// higher versions re-ingest the same episode later with a newer pipeline).
 pub fn row(seed: u64, i: u64, version: usize) -> Row {
     let h = mix(seed ^ mix(i));
     let pick = |shift: u32, n: usize| ((h >> shift) as usize) % n;
-    let recorded_at_ns = 1_735_689_600_000_000_000 + (h % (700 * 86_400)) as i64 * 1_000_000_000;
+    let recorded_at_ns = recorded_at_ns(seed, i);
     let seconds = 20 + (h >> 40) % 160;
     let qc_bits = mix(h) ^ version as u64;
     let qc = QcSummary {
@@ -125,37 +135,75 @@ pub fn row(seed: u64, i: u64, version: usize) -> Row {
     }
 }
 
-/// Rows `range` as one zstd Parquet file.
-pub fn parquet_file(
+/// Rows `indices` (a range, or any) of a generated corpus as record batches of at most 2^20 rows, every row
+/// ingested at `ingested_at_ns` when given (a re-ingestion that happens now, after
+/// everything generated so far).
+pub fn rows(
     seed: u64,
-    range: std::ops::Range<u64>,
-    version: usize,
-) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
-    parquet_file_ingested_at(seed, range, version, None)
-}
-
-/// Like [`parquet_file`], with every row ingested at `ingested_at_ns` when
-/// given (a re-ingestion that happens now, after everything generated so far).
-pub fn parquet_file_ingested_at(
-    seed: u64,
-    range: std::ops::Range<u64>,
+    indices: impl IntoIterator<Item = u64>,
     version: usize,
     ingested_at_ns: Option<i64>,
-) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
-    let mut batch = WarehouseBatch::new();
+) -> Result<Vec<RecordBatch>, arrow_schema::ArrowError> {
+    let mut batch = EpisodeRows::new();
     let mut batches = Vec::new();
-    for i in range {
+    for i in indices {
         let mut row = row(seed, i, version);
         if let Some(t) = ingested_at_ns {
             row.ingested_at_ns = t;
         }
-        batch.push(&row.as_warehouse_row());
-        if batch.len() == 1 << 18 {
+        batch.push(&row.as_episode_row());
+        if batch.len() == 1 << 20 {
             batches.push(batch.finish()?);
         }
     }
     if !batch.is_empty() {
         batches.push(batch.finish()?);
     }
-    Ok(encode_parquet(&batches)?)
+    Ok(batches)
+}
+
+/// Commits rows `indices` (version `version`, see [`rows`]) to the warehouse at `uri` as one
+/// ingestion by `writer`: appended to `ingestions`, replacing each episode's older row in
+/// `episodes`. With `new`, the rows are known not to be there yet (a first ingestion of
+/// these episodes): `episodes` takes them as an append, without looking for rows to
+/// replace (a bulk load at millions of rows). Returns `episodes`' version after it.
+pub fn ingest(
+    warehouse: &reel_warehouse::Warehouse,
+    writer: &str,
+    seed: u64,
+    indices: impl IntoIterator<Item = u64>,
+    version: usize,
+    ingested_at_ns: Option<i64>,
+    new: bool,
+) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+    let (ingestions, episodes) = warehouse.episode_tables()?;
+    debug_assert_eq!((ingestions.name(), episodes.name()), (INGESTIONS, EPISODES));
+    let app = format!("synthetic/{writer}");
+    let batches = rows(seed, indices, version, ingested_at_ns)?;
+    let mut last = 0;
+    for (i, batch) in batches.into_iter().enumerate() {
+        let app = (app.as_str(), i as i64 + 1);
+        ingestions.commit(&Change {
+            app: Some(app),
+            add: vec![batch.clone()],
+            ..Change::default()
+        })?;
+        let change = match new {
+            true => Change {
+                app: Some(app),
+                add: vec![batch],
+                ..Change::default()
+            },
+            false => Change {
+                app: Some(app),
+                add: vec![batch],
+                key: EPISODE_KEY.to_vec(),
+                newest: Some("ingested_at_ns"),
+                operation: Operation::Merge,
+                ..Change::default()
+            },
+        };
+        last = episodes.commit(&change)?.version;
+    }
+    Ok(last)
 }

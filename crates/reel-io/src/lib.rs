@@ -45,5 +45,6 @@ pub use source::{
 };
 pub use stale::{STALE_AFTER_DEATH, STALE_ANYWAY, remove_stale_temporaries, temporary_pid};
 pub use store::{
-    DEFAULT_RETRIES, ObjectSource, Store, StoreOptions, TEMPORARIES, open_object, split_object_uri,
+    DEFAULT_RETRIES, ObjectSource, S3Location, Store, StoreOptions, TEMPORARIES, open_object,
+    split_object_uri,
 };

@@ -62,6 +62,9 @@ struct StoreInner {
     op: Operator,
     runtime: tokio::runtime::Runtime,
     uri: String,
+    /// What it was opened with: another client of the same store (the warehouse's Delta
+    /// engine) uses the same credentials.
+    options: StoreOptions,
     is_local: bool,
     /// The folder, for a local store.
     local_root: Option<std::path::PathBuf>,
@@ -142,10 +145,16 @@ impl Store {
                 op,
                 runtime,
                 uri: uri.to_owned(),
+                options: options.clone(),
                 is_local,
                 local_root,
             }),
         })
+    }
+
+    /// The credentials and retries this store was opened with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.inner.options
     }
 
     /// The URI this store was opened with.
@@ -239,6 +248,21 @@ impl Store {
     /// Length of object `key`.
     pub fn len_of(&self, key: &str) -> Result<u64> {
         Ok(self.version_of(key)?.len)
+    }
+
+    /// When object `key` was last written, in milliseconds since the epoch, where the
+    /// store says.
+    pub fn modified_ms(&self, key: &str) -> Result<Option<i64>> {
+        let key = confine_key(key)?;
+        let meta = self
+            .block_on(self.inner.op.stat(key))
+            .map_err(|e| self.store_err(key, e))?;
+        Ok(meta.last_modified().and_then(|t| {
+            std::time::SystemTime::from(t)
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_millis() as i64)
+        }))
     }
 
     /// Length and version tag (ETag, else modification time) of object `key`.
@@ -351,6 +375,22 @@ impl Store {
         self.list_files(prefix, false)
     }
 
+    /// The folders directly under `prefix` (`""` for the root), each as its key prefix
+    /// ending in `/`, sorted: one listing, the objects inside them not walked.
+    pub fn list_folders(&self, prefix: &str) -> Result<Vec<String>> {
+        let prefix = confine_key(prefix)?;
+        let entries = self
+            .block_on(self.inner.op.list_with(prefix))
+            .map_err(|e| self.store_err(prefix, e))?;
+        let mut folders: Vec<String> = entries
+            .into_iter()
+            .filter(|e| e.metadata().is_dir() && e.path() != prefix)
+            .map(|e| e.path().to_owned())
+            .collect();
+        folders.sort();
+        Ok(folders)
+    }
+
     /// Every object key under `prefix`, at any depth (partitioned datasets), sorted.
     pub fn list_recursive(&self, prefix: &str) -> Result<Vec<String>> {
         self.list_files(prefix, true)
@@ -410,34 +450,76 @@ impl Store {
     }
 }
 
-fn s3_operator(rest: &str, options: &StoreOptions) -> std::result::Result<Operator, String> {
-    let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (bucket, prefix) = location.split_once('/').unwrap_or((location, ""));
-    if bucket.is_empty() {
-        return Err("missing bucket name".into());
+/// Where an `s3://` store lives, as its URI says: `s3://bucket/prefix?endpoint=…&region=…`,
+/// with the region falling back to `AWS_REGION`, `AWS_DEFAULT_REGION`, then `us-east-1`.
+/// One reading of the URI for every client of the same store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Location {
+    pub bucket: String,
+    /// The prefix inside the bucket, without leading or trailing `/` (empty: the root).
+    pub prefix: String,
+    /// An S3-compatible server's address (`http://127.0.0.1:9000`); `None` for AWS.
+    pub endpoint: Option<String>,
+    pub region: String,
+}
+
+impl S3Location {
+    /// The location of `uri`, or `None` for a store that is not on S3 (a local folder).
+    pub fn of(uri: &str) -> Result<Option<Self>> {
+        let Some(rest) = uri.strip_prefix("s3://") else {
+            return Ok(None);
+        };
+        Self::parse(rest)
+            .map(Some)
+            .map_err(|reason| Error::InvalidUri {
+                uri: crate::redact(uri).into_owned(),
+                reason,
+            })
     }
-    if bucket.contains('@') {
-        return Err("credentials inside the URI are not read: give them in \
-             AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-            .into());
-    }
-    let mut builder = opendal::services::S3::default()
-        .bucket(bucket)
-        .root(&format!("/{}", prefix.trim_matches('/')));
-    let mut region = None;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        match k {
-            "endpoint" => builder = builder.endpoint(v),
-            "region" => region = Some(v.to_owned()),
-            other => return Err(format!("unknown query parameter `{other}`")),
+
+    fn parse(rest: &str) -> std::result::Result<Self, String> {
+        let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (bucket, prefix) = location.split_once('/').unwrap_or((location, ""));
+        if bucket.is_empty() {
+            return Err("missing bucket name".into());
         }
+        if bucket.contains('@') {
+            return Err("credentials inside the URI are not read: give them in \
+                 AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+                .into());
+        }
+        let (mut endpoint, mut region) = (None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "endpoint" => endpoint = Some(v.to_owned()),
+                "region" => region = Some(v.to_owned()),
+                other => return Err(format!("unknown query parameter `{other}`")),
+            }
+        }
+        // A region is required by the signer; S3-compatible servers accept any.
+        let region = region
+            .or_else(|| std::env::var("AWS_REGION").ok())
+            .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        Ok(Self {
+            bucket: bucket.to_owned(),
+            prefix: prefix.trim_matches('/').to_owned(),
+            endpoint,
+            region,
+        })
     }
-    // A region is required by the signer; S3-compatible servers accept any.
-    let region = region
-        .or_else(|| std::env::var("AWS_REGION").ok())
-        .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
-        .unwrap_or_else(|| "us-east-1".to_owned());
+}
+
+fn s3_operator(rest: &str, options: &StoreOptions) -> std::result::Result<Operator, String> {
+    let location = S3Location::parse(rest)?;
+    let mut builder = opendal::services::S3::default()
+        .bucket(&location.bucket)
+        .root(&format!("/{}", location.prefix));
+    if let Some(endpoint) = &location.endpoint {
+        builder = builder.endpoint(endpoint);
+    }
+    let region = location.region;
     builder = builder.region(&region);
     if let Some(key) = &options.access_key_id {
         builder = builder.access_key_id(key);

@@ -4,8 +4,14 @@
 //! [`S3Server`] starts `s3s-fs` on 127.0.0.1 with a free port, serving a temporary folder.
 //! The binary is looked up in `$REEL_S3S_FS`, then `$HOME/.cache/reel/tools/bin/s3s-fs`,
 //! then `PATH`; [`python`] finds the test venv's Python the same way. A missing program
-//! is an error, so the tests that need it fail instead of skipping. [`CloudProxy`] sits in front of it with a per-request latency and a
-//! per-connection bandwidth cap.
+//! is an error, so the tests that need it fail instead of skipping. [`CloudProxy`] sits in
+//! front of it with a per-request latency and a per-connection bandwidth cap.
+//!
+//! S3 has conditional writes (`If-None-Match: *` on PUT: create only if absent), which
+//! Delta Lake commits rely on; `s3s-fs` checks the condition and then writes, so two
+//! such PUTs at once could both succeed. The server is therefore reached through a
+//! [`CloudProxy`] at full speed, which lets one conditional PUT through at a time (each
+//! until its response starts): the condition then holds as on AWS S3.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -23,7 +29,10 @@ const SECRET_KEY: &str = "reel-test-secret";
 #[derive(Debug)]
 pub struct S3Server {
     child: Child,
-    port: u16,
+    /// Where `s3s-fs` listens, behind `front`.
+    upstream: u16,
+    /// What clients connect to: conditional PUTs one at a time.
+    front: CloudProxy,
     root: tempfile::TempDir,
 }
 
@@ -100,7 +109,13 @@ impl S3Server {
             .map_err(io_err)?
             .port();
         let child = spawn(&binary, port, root.path())?;
-        Ok(Self { child, port, root })
+        let front = CloudProxy::start(port, f64::INFINITY, Duration::ZERO)?;
+        Ok(Self {
+            child,
+            upstream: port,
+            front,
+            root,
+        })
     }
 
     /// Kills the server (SIGKILL), as an outage would: its folder stays.
@@ -112,7 +127,7 @@ impl S3Server {
     /// Starts the server again on the same port and folder, after [`S3Server::kill`].
     pub fn restart(&mut self) -> Result<()> {
         self.kill();
-        self.child = spawn(&s3s_fs_binary()?, self.port, self.root.path())?;
+        self.child = spawn(&s3s_fs_binary()?, self.upstream, self.root.path())?;
         Ok(())
     }
 
@@ -120,13 +135,13 @@ impl S3Server {
     pub fn uri(&self, bucket: &str, prefix: &str) -> String {
         format!(
             "s3://{bucket}/{prefix}?endpoint=http://127.0.0.1:{}&region=us-east-1",
-            self.port
+            self.front.port
         )
     }
 
     /// The port the server listens on (127.0.0.1).
     pub fn port(&self) -> u16 {
-        self.port
+        self.front.port
     }
 
     /// Credentials accepted by this server.
@@ -205,6 +220,10 @@ pub struct CloudProxy {
     port: u16,
     faults: Arc<Faults>,
 }
+
+/// Held by the connection whose conditional PUT (`If-None-Match`) is with the server, until
+/// its response starts.
+type CreateLock = Arc<tokio::sync::Mutex<()>>;
 
 /// Requests a [`CloudProxy`] fails on purpose: every `every`-th request's connection is
 /// closed before the request reaches the server, as a store dropping connections does;
@@ -299,6 +318,7 @@ impl CloudProxy {
             ..Faults::default()
         });
         let shared = Arc::clone(&faults);
+        let creates = CreateLock::default();
         runtime.spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let faults = Arc::clone(&shared);
@@ -308,6 +328,7 @@ impl CloudProxy {
                     bytes_per_s,
                     latency,
                     faults,
+                    Arc::clone(&creates),
                 ));
             }
         });
@@ -330,8 +351,13 @@ async fn proxy_connection(
     bytes_per_s: f64,
     latency: Duration,
     faults: Arc<Faults>,
+    creates: CreateLock,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The create lock while this connection's conditional PUT is with the server. A
+    // client sends its next request only after a response, so a request starts a read.
+    let held: Arc<std::sync::Mutex<Option<tokio::sync::OwnedMutexGuard<()>>>> = Arc::default();
+    let held_by_request = Arc::clone(&held);
     let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, upstream));
     let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
         return;
@@ -348,6 +374,12 @@ async fn proxy_connection(
                 // Dropping both halves closes the connection, the request unsent.
                 return;
             }
+            if is_conditional_put(&buf[..n]) {
+                let guard = Arc::clone(&creates).lock_owned().await;
+                if let Ok(mut slot) = held_by_request.lock() {
+                    *slot = Some(guard);
+                }
+            }
             tokio::time::sleep(latency).await;
             if server_tx.write_all(&buf[..n]).await.is_err() {
                 break;
@@ -361,6 +393,13 @@ async fn proxy_connection(
     let mut garbling = 0usize;
     while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
         let mut from = 0;
+        if garbling == 0
+            && buf[..n].starts_with(b"HTTP/1.")
+            && let Ok(mut slot) = held.lock()
+        {
+            // The server has written the object (or refused to): others may go on.
+            slot.take();
+        }
         if garbling == 0 && buf[..n].starts_with(b"HTTP/1.") && shared_faults.garble_this_response()
         {
             (from, garbling) = body_of(&buf[..n]);
@@ -384,6 +423,21 @@ async fn proxy_connection(
         }
     }
     let _ = client_tx.shutdown().await;
+}
+
+/// Whether `bytes`, the start of a request, is a PUT with `If-None-Match` among its
+/// headers.
+fn is_conditional_put(bytes: &[u8]) -> bool {
+    if !bytes.starts_with(b"PUT ") {
+        return false;
+    }
+    let end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end])
+        .to_ascii_lowercase()
+        .contains("\r\nif-none-match:")
 }
 
 /// Where the body of the HTTP response starting `bytes` begins, and its length (its

@@ -44,6 +44,8 @@ pub struct ManifestLineage {
     pub content_hash: Option<String>,
     pub status: Status,
     pub query: String,
+    /// The versions of the warehouse's tables the curation read (`episodes@12
+    /// ingestions@12`): what `reel-curate --as-of` runs it at again.
     pub warehouse_snapshot: String,
     /// The change-data-capture position the database's tables were read at, if any.
     pub cdc_position: Option<String>,
@@ -120,7 +122,7 @@ impl Record {
                 run.seed, run.batch_size, run.spec
             ),
             Self::Manifest(m) => format!(
-                "  manifest {} {}: {} ({}); query {:?}; snapshot {}; cdc position {}; created {}; \
+                "  manifest {} {}: {} ({}); query {:?}; table versions {}; cdc position {}; created {}; \
                  {} rows, {} samples{}",
                 m.source,
                 m.location,

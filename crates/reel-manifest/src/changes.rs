@@ -1,7 +1,14 @@
-//! The metadata database's change log inside a warehouse store: what `reel-cdc` writes
-//! and curation reads (layout in `docs/METADATA.md`).
+//! The metadata database's captured tables in a warehouse (`docs/METADATA.md`), typed
+//! once for `reel-cdc`, which writes them, and curation, which reads them.
 //!
-//! Each captured table has a folder `db/<table>/` of Parquet parts, one row per change:
+//! Each captured table is a Delta table `db_<table>` ([`captured_table_name`]) holding
+//! the database's current rows, with [`LSN_COLUMN`] and [`COMMIT_COLUMN`] of the change
+//! that wrote each row; every commit of the capture records a [`CaptureRecord`] as the
+//! Delta domain metadata [`CAPTURE_DOMAIN`], and its position as Delta's `txn`
+//! (application [`capture_app`], version the LSN).
+//!
+//! The rest is the earlier layout, read only to migrate it: each captured table had a
+//! folder `db/<table>/` of Parquet parts, one row per change:
 //! the table's columns plus [`LSN_COLUMN`] (the commit's end LSN), [`COMMIT_COLUMN`]
 //! (commit time), [`OP_COLUMN`] (one of [`ops`]) and [`SEQ_COLUMN`] (order within the
 //! commit). A part is named by the LSN of the last commit it holds, so a rerun over the
@@ -40,7 +47,46 @@ pub mod ops {
     pub const TRUNCATE: &str = "truncate";
 }
 
-/// How far the change log has come, and the shape of each table in it.
+/// The prefix of a captured table's Delta table name.
+pub const CAPTURED_PREFIX: &str = "db_";
+
+/// The Delta domain metadata every commit of a capture records: a [`CaptureRecord`].
+pub const CAPTURE_DOMAIN: &str = "reel.cdc";
+
+/// Properties of the captured tables: checkpoints every 100 commits, 7 days of data-file
+/// retention, statistics of every column. The capture's position (its `txn`) never
+/// expires.
+pub const CAPTURED_TABLE_PROPERTIES: [(&str, &str); 3] = [
+    ("delta.checkpointInterval", "100"),
+    ("delta.deletedFileRetentionDuration", "interval 7 days"),
+    ("delta.dataSkippingNumIndexedCols", "-1"),
+];
+
+/// The Delta table captured database table `table` is kept in: `db_<table>`.
+pub fn captured_table_name(table: &str) -> String {
+    format!("{CAPTURED_PREFIX}{table}")
+}
+
+/// The `txn` application id of the capture through `slot`: its version in a table is the
+/// LSN the table holds every change up to.
+pub fn capture_app(slot: &str) -> String {
+    format!("reel-cdc/{slot}")
+}
+
+/// What a capture records with each commit of a captured table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaptureRecord {
+    /// The replication slot the capture reads.
+    pub slot: String,
+    /// The publication naming the captured tables.
+    pub publication: String,
+    /// Whether the table holds the initial snapshot, complete (until then it is not read).
+    pub snapshot_done: bool,
+    /// The table's key and columns as the database has them.
+    pub shape: TableShape,
+}
+
+/// How far the change log of the earlier layout had come, and the shape of each table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChangeProgress {
     /// The replication slot the log is read from.
@@ -68,12 +114,50 @@ pub struct TableShape {
     pub columns: Vec<ColumnShape>,
 }
 
+impl TableShape {
+    /// The table's columns as its Delta table holds them: the database's columns
+    /// (nullable, in [`arrow_type`]), then [`LSN_COLUMN`] and [`COMMIT_COLUMN`] of the
+    /// change that wrote the row.
+    pub fn table_schema(&self) -> arrow_schema::SchemaRef {
+        use arrow_schema::{DataType, Field, Schema};
+        let mut fields: Vec<Field> = self
+            .columns
+            .iter()
+            .map(|c| Field::new(&c.name, arrow_type(&c.pg_type), true))
+            .collect();
+        fields.push(Field::new(LSN_COLUMN, DataType::Int64, false));
+        fields.push(Field::new(COMMIT_COLUMN, DataType::Int64, false));
+        std::sync::Arc::new(Schema::new(fields))
+    }
+}
+
+/// The Arrow type a column of PostgreSQL type `pg_type` is stored as: integers, floats
+/// and booleans natively, everything else as PostgreSQL's text form (exact, and
+/// castable in SQL).
+pub fn arrow_type(pg_type: &str) -> arrow_schema::DataType {
+    use arrow_schema::DataType;
+    match pg_type {
+        "bool" => DataType::Boolean,
+        "int2" | "int4" | "int8" | "oid" => DataType::Int64,
+        "float4" | "float8" => DataType::Float64,
+        _ => DataType::Utf8,
+    }
+}
+
 /// One column of a captured table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ColumnShape {
     pub name: String,
     /// PostgreSQL type name (`int8`, `text`, `timestamptz`, …).
     pub pg_type: String,
+}
+
+/// An LSN from PostgreSQL's text form (`0/16B6C50`).
+pub fn parse_lsn(text: &str) -> Option<u64> {
+    let (high, low) = text.split_once('/')?;
+    let high = u64::from_str_radix(high, 16).ok()?;
+    let low = u64::from_str_radix(low, 16).ok()?;
+    (high <= u32::MAX as u64 && low <= u32::MAX as u64).then_some(high << 32 | low)
 }
 
 /// LSN as PostgreSQL prints it.

@@ -44,6 +44,13 @@ pub enum ManifestError {
     Store(#[from] reel_io::Error),
     #[error("{path}: waited {seconds} s for another rank to download the manifest")]
     FetchTimeout { path: PathBuf, seconds: u64 },
+    /// A selection's base manifest is not there: a warehouse's vacuum removes the bases
+    /// of the files no version within its retention reads.
+    #[error(
+        "{path}: its base {base} is gone (a warehouse's vacuum removes the bases of files \
+         older than its retention, 7 days unless told otherwise): curate it again"
+    )]
+    BaseGone { path: PathBuf, base: String },
     /// A selection's base manifest could not be opened or is not the one it names.
     #[error("{path}: its base {base}: {source}")]
     Base {
@@ -73,6 +80,7 @@ impl reel_io::Kinded for ManifestError {
             }
             Self::FetchTimeout { .. } => ErrorKind::Transient,
             Self::Base { source, .. } => source.kind(),
+            Self::BaseGone { .. } => ErrorKind::Environment,
         }
     }
 }

@@ -145,6 +145,14 @@ fn open_in_store(
     )
 }
 
+/// Opens the manifest that is object `key` of `store`, mapped in place in a local store,
+/// fetched once per node into [`node_manifest_dir`] from a remote one: a base a writer of
+/// selections names by what it finds.
+pub fn open_in(store: &Store, key: &str) -> Result<Manifest, ManifestError> {
+    let uri = store.object_uri(key);
+    open_in_store(store, key, &uri, &node_manifest_dir())
+}
+
 /// Opens `base`, the object `key` of `store` (fetched once per node into
 /// [`node_manifest_dir`] from a remote store), and checks it is the manifest `base`
 /// names: its rows and content hash. What a writer of selections reads its bases by.
@@ -239,7 +247,22 @@ fn open_base(path: &Path, base: &BaseRef, origin: &Origin<'_>) -> Result<Manifes
             Origin::Base => Err(ManifestError::corrupt(path, "a base names bases")),
         }
     };
-    checked(opened.map_err(wrap)?, base).map_err(wrap)
+    let opened = opened.map_err(|e| {
+        let gone = match &e {
+            ManifestError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            ManifestError::Store(e) => matches!(e, reel_io::Error::NotFound { .. }),
+            _ => false,
+        };
+        if gone {
+            ManifestError::BaseGone {
+                path: path.to_path_buf(),
+                base: base.location.clone(),
+            }
+        } else {
+            wrap(e)
+        }
+    })?;
+    checked(opened, base).map_err(wrap)
 }
 
 /// `opened`, if it has the rows and the content hash `base` names.

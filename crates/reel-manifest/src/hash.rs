@@ -6,8 +6,8 @@ use twox_hash::{XxHash3_64, XxHash3_128};
 
 /// FNV-1a 64 over `bytes`: stable across runs, platforms and Rust versions (unlike
 /// `std`'s hashers), cheap, and good enough for ids that are also compared in full.
-/// The warehouse stores [`episode_key`](crate::warehouse::episode_key)s made with it, so
-/// it must never change.
+/// The warehouse's episode keys (`reel_warehouse::episodes::episode_key`) are made with
+/// it, so it must never change.
 pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     bytes.into_iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)

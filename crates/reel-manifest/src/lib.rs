@@ -50,12 +50,12 @@ mod hash;
 mod layout;
 mod read;
 mod select;
-#[cfg(feature = "warehouse")]
-pub mod warehouse;
 mod write;
 
 pub use error::ManifestError;
-pub use fetch::{fetch_once, local_copy, node_manifest_dir, open_base_in, open_uri, open_uri_with};
+pub use fetch::{
+    fetch_once, local_copy, node_manifest_dir, open_base_in, open_in, open_uri, open_uri_with,
+};
 pub use hash::{digest_text, fnv1a, object_digest, parts_digest};
 pub use layout::BaseRef;
 pub use read::{EpisodeRef, Manifest, Sample, ShardView};

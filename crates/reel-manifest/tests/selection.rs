@@ -381,7 +381,11 @@ fn a_missing_rewritten_or_short_base_is_named_when_the_selection_opens() {
     // Gone.
     std::fs::remove_file(dir.path().join("b.arrow")).expect("removes");
     let err = Manifest::open(&sel).expect_err("missing base");
-    assert!(matches!(err, ManifestError::Base { .. }), "{err:?}");
+    assert!(
+        matches!(err, ManifestError::BaseGone { ref base, .. } if base == "b.arrow"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("retention"), "{err}");
     assert_eq!(reel_io::Kinded::kind(&err), reel_io::ErrorKind::Environment);
 
     // A selection naming itself, or another selection, as its base is refused at the

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use reel_landing::LandingEpisode;
-use reel_manifest::warehouse::SourceDataset;
+use reel_warehouse::episodes::SourceDataset;
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};

@@ -1,16 +1,15 @@
-//! Step 6: one warehouse row per episode, written as Parquet with arrow-rs.
+//! Step 6: one row per episode of the batch, committed to the warehouse's episode tables.
 
-use reel_manifest::warehouse::{WarehouseBatch, WarehouseRow, encode_parquet};
+use reel_warehouse::episodes::{EpisodeRow, EpisodeRows};
 
 use crate::canonical::EpisodeSummary;
-use crate::{Error, Result};
 
-/// The warehouse row of a summary, ingested at `ingested_at_ns`.
-pub fn row_of(summary: &EpisodeSummary, ingested_at_ns: i64) -> WarehouseRow<'_> {
+/// The episode row of a summary, ingested at `ingested_at_ns`.
+pub fn row_of(summary: &EpisodeSummary, ingested_at_ns: i64) -> EpisodeRow<'_> {
     let info = &summary.info;
     // The time range curation builds manifests from: where every sampled stream has data.
     let (start_ns, end_ns) = summary.covered();
-    WarehouseRow {
+    EpisodeRow {
         episode_id: &summary.episode_id,
         pipeline_version: &summary.provenance.pipeline_version,
         robot_id: &info.robot_id,
@@ -35,21 +34,14 @@ pub fn row_of(summary: &EpisodeSummary, ingested_at_ns: i64) -> WarehouseRow<'_>
     }
 }
 
-/// One zstd Parquet file of warehouse rows (schema in `docs/FORMAT.md`). `name` is used
-/// in errors.
-pub fn encode_warehouse(
-    name: &str,
+/// The rows of `summaries`, ingested at `ingested_at_ns`, as one record batch.
+pub fn episode_rows(
     summaries: &[EpisodeSummary],
     ingested_at_ns: i64,
-) -> Result<Vec<u8>> {
-    let err = |reason: String| Error::Warehouse {
-        name: name.to_owned(),
-        reason,
-    };
-    let mut batch = WarehouseBatch::new();
+) -> Result<arrow_array::RecordBatch, arrow_schema::ArrowError> {
+    let mut rows = EpisodeRows::new();
     for summary in summaries {
-        batch.push(&row_of(summary, ingested_at_ns));
+        rows.push(&row_of(summary, ingested_at_ns));
     }
-    let batch = batch.finish().map_err(|e| err(e.to_string()))?;
-    encode_parquet(&[batch]).map_err(|e| err(e.to_string()))
+    rows.finish()
 }

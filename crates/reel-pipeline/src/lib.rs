@@ -14,7 +14,8 @@
 //!    checks and encodes the resampled frames to H.264; [`quality_check`] turns those
 //!    measurements and the raw streams into flags, metrics and time spans.
 //! 5. [`write_canonical`]: the canonical MCAP through `reel-mcap`, stamped with provenance.
-//! 6. [`encode_warehouse`]: one warehouse row per episode (Parquet via arrow-rs).
+//! 6. [`episode_rows`]: one row per episode, committed to the warehouse's episode tables
+//!    (`reel_warehouse`).
 //! 7. [`Enricher`]s label canonical episodes (built in: [`MotionSegments`]).
 //!
 //! [`process_episode`] runs steps 1–5 for one episode in memory. The config's topic rules
@@ -69,7 +70,7 @@ pub use engine::{
 };
 pub use enrich::{Enricher, LabelSet, MotionSegments, Segment};
 pub use episode::{EpisodeInfo, Landing, decode_landing, decode_recording, source_keys};
-pub use index::{encode_warehouse, row_of};
+pub use index::{episode_rows, row_of};
 pub use plan::{
     BatchTarget, Plan, PlanBatch, PlanEpisode, bin_pack, list_landing, make_plan, start_jitter,
 };
@@ -86,7 +87,7 @@ pub use state::{Claim, CommitRecord, Quarantine, StateStore};
 pub const PIPELINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Version of the warehouse schema this pipeline writes.
-pub const SCHEMA_VERSION: u32 = reel_manifest::warehouse::WAREHOUSE_SCHEMA_VERSION;
+pub const SCHEMA_VERSION: u32 = reel_warehouse::episodes::EPISODE_SCHEMA_VERSION as u32;
 
 /// Errors of the ingest pipeline. Every variant names the file or object it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -126,14 +127,9 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
-    /// Writing the warehouse failed.
-    #[error("{name}: cannot write the warehouse: {reason}")]
-    Warehouse {
-        /// Object.
-        name: String,
-        /// Arrow or Parquet error.
-        reason: String,
-    },
+    /// Committing to the warehouse's tables failed.
+    #[error("cannot commit to the warehouse: {0}")]
+    Warehouse(#[from] reel_warehouse::WarehouseError),
     /// An invalid plan or batch request.
     #[error("{name}: {reason}")]
     Plan {
@@ -157,9 +153,11 @@ impl Kinded for Error {
             Self::Mcap(e) => e.kind(),
             Self::Video { source, .. } => source.kind(),
             Self::Landing { .. } => ErrorKind::BadInput,
+            // An outage of the warehouse's store is retried like any other.
+            Self::Warehouse(e) if e.kind() == ErrorKind::Transient => ErrorKind::Transient,
             // Plans, state records, configs and the warehouse belong to the run, not to
             // one landing episode.
-            Self::Json { .. } | Self::Warehouse { .. } | Self::Plan { .. } | Self::Config(_) => {
+            Self::Json { .. } | Self::Warehouse(_) | Self::Plan { .. } | Self::Config(_) => {
                 ErrorKind::Environment
             }
         }

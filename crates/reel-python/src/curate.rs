@@ -2,7 +2,7 @@
 //! `curate`, the package's one use of Polars).
 
 use pyo3::prelude::*;
-use reel_curate::{CurationOptions, Warehouse, curate_to_manifest_with};
+use reel_curate::{AsOf, CurationOptions, Warehouse, curate_to_manifest_with};
 use reel_manifest::SamplingRule;
 
 use crate::errors::{OrRaise, bad_input};
@@ -12,11 +12,13 @@ use crate::errors::{OrRaise, bad_input};
 /// `before`/`after` seconds of room. A query that selects no episodes raises unless
 /// `allow_empty`; one that selects an episode twice, or reads anything but the warehouse's
 /// tables, raises. With `by_position`, writes a selection of the compaction's bases
-/// (format 3, no copy of the rows) where the warehouse and query allow. Returns
+/// (format 3, no copy of the rows) where the warehouse and query allow. With `as_of`
+/// (table versions, `"episodes@12 ingestions@12"`, or a manifest whose versions to take),
+/// runs at those versions. Returns
 /// `{"rows", "samples", "snapshot", "selection", "declined", "output"}` (`declined`: why a
 /// curation by position wrote a self-contained manifest, else None).
 #[pyfunction]
-#[pyo3(signature = (warehouse, sql, output, *, anchor_hz=10.0, before=1.0, after=1.0, allow_empty=false, by_position=false))]
+#[pyo3(signature = (warehouse, sql, output, *, anchor_hz=10.0, before=1.0, after=1.0, allow_empty=false, by_position=false, as_of=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn curate<'py>(
     py: Python<'py>,
@@ -28,6 +30,7 @@ pub fn curate<'py>(
     after: f64,
     allow_empty: bool,
     by_position: bool,
+    as_of: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !(anchor_hz.is_finite() && anchor_hz > 0.0) || before < 0.0 || after < 0.0 {
         return Err(bad_input(format!(
@@ -36,7 +39,13 @@ pub fn curate<'py>(
     }
     let warehouse = crate::paths::text("warehouse", warehouse)?;
     let summary = py.detach(|| {
-        let warehouse = Warehouse::open(&warehouse).or_raise()?;
+        let warehouse = match as_of {
+            None => Warehouse::open(&warehouse).or_raise()?,
+            Some(text) => {
+                let as_of = AsOf::resolve(&text.to_string_lossy()).or_raise()?;
+                Warehouse::open_as_of(&warehouse, &as_of).or_raise()?
+            }
+        };
         let rule = SamplingRule::at_hz(anchor_hz, before, after);
         let options = if allow_empty {
             CurationOptions::allowing_empty()

@@ -85,7 +85,7 @@ def test_curate_by_position_writes_a_selection_the_loader_reads_alike(store, tmp
     assert table.column_names == ["row", "sample_offset"]
     assert table.schema.metadata[b"reel.manifest.version"] == b"3"
     bases = table.schema.metadata[b"reel.manifest.bases"].decode().splitlines()
-    assert len(bases) >= 1 and all(line.split(" ")[2].endswith(".episodes.arrow") for line in bases)
+    assert len(bases) >= 1 and all(line.split(" ")[2].endswith(".parquet.base.arrow") for line in bases)
     offsets = pyarrow.ipc.open_file(str(plain)).read_all().column("sample_offset")
     assert table.column("sample_offset").equals(offsets)
     ours = list(reel.Loader(selected, store["spec"], store["dir"], batch_size=4))
@@ -131,3 +131,19 @@ def test_warm_fills_the_cache_and_the_loader_reads_through_it(store, tmp_path):
     for a, b in zip(batches, direct):
         for name in b:
             np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_curate_as_of_a_manifest_runs_at_its_table_versions(store, tmp_path):
+    sql = "SELECT * FROM episodes WHERE episode_id <> '' ORDER BY episode_id"
+    first = tmp_path / "first.arrow"
+    summary = reel.curate(store["dir"], sql, first)
+    assert summary["snapshot"].startswith("episodes@")
+    again = tmp_path / "again.arrow"
+    repeated = reel.curate(store["dir"], sql, again, as_of=first)
+    assert repeated["snapshot"] == summary["snapshot"]
+    a = pyarrow.ipc.open_file(str(first)).read_all()
+    b = pyarrow.ipc.open_file(str(again)).read_all()
+    assert a.equals(b)
+    with pytest.raises(reel.ReelError, match="version 999"):
+        reel.curate(store["dir"], sql, tmp_path / "gone.arrow", as_of="episodes@999 ingestions@999")
+    assert not (tmp_path / "gone.arrow").exists()

@@ -8,10 +8,10 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use reel_cache::{BlockCache, CacheConfig, WarmItem, WarmOptions};
-use reel_curate::{CompactionState, Warehouse, compact, curate_to_manifest};
+use reel_curate::{Warehouse, compact, curate_to_manifest};
 use reel_io::Store;
 use reel_loader::SampleSpec;
-use reel_pipeline::encode_warehouse;
+use reel_pipeline::episode_rows;
 use reel_pipeline::test_support::SynthCorpus;
 use reel_resilience::supervise::{Outcome, SuperviseConfig, supervise};
 use reel_synth::SynthConfig;
@@ -44,19 +44,21 @@ fn the_chain_trains_and_a_crashed_run_resumes_exactly() {
     };
     let corpus = SynthCorpus::ingest(&synth, 5, &root).expect("ingests");
     let summaries: Vec<_> = corpus.summaries().cloned().collect();
-    let parquet =
-        encode_warehouse("episodes", &summaries, 1_700_000_000_000_000_000).expect("rows");
-    std::fs::write(root.join("episodes/part-00000.parquet"), parquet).expect("writes");
+    reel_warehouse::Warehouse::open(root.to_str().expect("utf-8"))
+        .expect("warehouse")
+        .commit_ingestion(
+            "chain",
+            &|at| episode_rows(&summaries, at),
+            1_700_000_000_000_000_000,
+        )
+        .expect("commits");
 
     // Compact, then curate: two episodes to train on, one held out.
     let spec = SampleSpec::from_toml_file(spec_path()).expect("spec");
     let log = Warehouse::open(root.to_str().expect("utf-8")).expect("warehouse");
     assert_eq!(compact(&log).expect("compacts").rows, 5);
     let warehouse = Warehouse::open(root.to_str().expect("utf-8")).expect("warehouse");
-    assert!(matches!(
-        warehouse.compaction_state(),
-        CompactionState::Current { delta: 0, .. }
-    ));
+    assert_eq!(warehouse.files().len(), 1, "compacted into one file");
     let heldout_id = &summaries[4].episode_id;
     let train = work.path().join("train.arrow");
     let heldout = work.path().join("heldout.arrow");

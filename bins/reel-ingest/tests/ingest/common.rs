@@ -1,11 +1,9 @@
 //! What the ingest CLI's tests share: the binary, plans, the JSON lines of a run, the
 //! warehouse.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use arrow_array::{Array, Int64Array, StringArray};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reel_io::Store;
 use reel_pipeline::{BatchTarget, Plan, list_landing, make_plan};
 
@@ -40,33 +38,54 @@ pub fn events(stdout: &[u8]) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Warehouse rows: (episode id, ingested_at) per part file.
-pub fn warehouse(store: &Store) -> BTreeMap<String, Vec<(String, i64)>> {
-    let mut parts = BTreeMap::new();
-    for key in store.list("episodes/").expect("list") {
-        if !key.ends_with(".parquet") {
-            continue;
+/// The warehouse's episode tables: (episode id, ingested_at) of every row of
+/// `episodes` and of `ingestions`, sorted.
+#[derive(Debug)]
+pub struct Tables {
+    pub episodes: Vec<(String, i64)>,
+    pub ingestions: Vec<(String, i64)>,
+}
+
+/// The rows of the warehouse's episode tables in `store` (every path checked against its
+/// episode id).
+pub fn warehouse(store: &Store) -> Tables {
+    let warehouse = reel_warehouse::Warehouse::for_store(store).expect("warehouse");
+    let rows = |name: &str| -> Vec<(String, i64)> {
+        let table = warehouse.table(name).expect("table");
+        if !table.exists().expect("lists") {
+            return Vec::new();
         }
-        let bytes = store.read(&key).expect("part");
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .expect("parquet")
-            .build()
-            .expect("reader");
-        let mut rows = Vec::new();
-        for batch in reader {
-            let batch = batch.expect("batch");
-            let ids = batch.column_by_name("episode_id").expect("id");
-            let ids = ids.as_any().downcast_ref::<StringArray>().expect("utf8");
-            let at = batch.column_by_name("ingested_at_ns").expect("at");
-            let at = at.as_any().downcast_ref::<Int64Array>().expect("i64");
-            let uri = batch.column_by_name("uri").expect("uri");
-            let uri = uri.as_any().downcast_ref::<StringArray>().expect("utf8");
-            for i in 0..ids.len() {
+        let batch = table
+            .version(None)
+            .expect("version")
+            .read(Some(&["episode_id", "ingested_at_ns", "uri"]))
+            .expect("rows");
+        let ids = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("utf8");
+        let at = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("i64");
+        let uri = batch
+            .column(2)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("utf8");
+        let mut rows: Vec<(String, i64)> = (0..ids.len())
+            .map(|i| {
                 assert_eq!(uri.value(i), format!("canonical/{}.mcap", ids.value(i)));
-                rows.push((ids.value(i).to_owned(), at.value(i)));
-            }
-        }
-        parts.insert(key, rows);
+                (ids.value(i).to_owned(), at.value(i))
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    Tables {
+        episodes: rows(reel_warehouse::episodes::EPISODES),
+        ingestions: rows(reel_warehouse::episodes::INGESTIONS),
     }
-    parts
 }

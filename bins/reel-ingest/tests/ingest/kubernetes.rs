@@ -124,8 +124,8 @@ fn the_indexed_job_ingests_a_plan_from_the_bucket_one_pod_per_index() {
         );
     }
     let mut rows: Vec<String> = warehouse(&server.store("reel", "store").expect("store"))
-        .into_values()
-        .flatten()
+        .episodes
+        .into_iter()
         .map(|(id, _)| id)
         .collect();
     rows.sort();

@@ -61,7 +61,8 @@ fn ingest(
     cmd
 }
 
-/// Every visible object is complete: canonical MCAPs open, JSON parses, Parquet reads.
+/// Every visible object is complete: canonical MCAPs open, JSON (records, table commits)
+/// parses, Parquet reads.
 /// Returns the number of hidden temporary files a killed writer left.
 fn check_no_partial_objects(root: &Path) -> usize {
     let store = Store::open(root.to_str().expect("utf-8")).expect("store");
@@ -91,9 +92,14 @@ fn check_no_partial_objects(root: &Path) -> usize {
                 let source = store.source(&key);
                 reel_mcap::EpisodeReader::open(&source as &dyn ByteSource)
                     .unwrap_or_else(|e| panic!("partial canonical {key}: {e}"));
-            } else if name.ends_with(".json") {
-                serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).expect("read"))
-                    .unwrap_or_else(|e| panic!("partial record {key}: {e}"));
+            } else if name.ends_with(".json") || name == "_last_checkpoint" {
+                // A record, or a table's commit: JSON values, one a line.
+                let bytes = std::fs::read(&path).expect("read");
+                for value in
+                    serde_json::Deserializer::from_slice(&bytes).into_iter::<serde_json::Value>()
+                {
+                    value.unwrap_or_else(|e| panic!("partial record {key}: {e}"));
+                }
             } else if name.ends_with(".parquet") {
                 ParquetRecordBatchReaderBuilder::try_new(store.read(&key).expect("read"))
                     .unwrap_or_else(|e| panic!("partial part {key}: {e}"));
@@ -200,13 +206,14 @@ fn sigkill_at_random_points_then_resume_processes_each_episode_once() {
     let temps = check_no_partial_objects(&store_dir);
     eprintln!("{temps} temporary files left by killed writers");
 
-    // One part, one row per good episode.
-    let parts = warehouse(&store);
-    assert_eq!(parts.len(), 1, "{parts:?}");
-    let rows: Vec<&String> = parts.values().flatten().map(|r| &r.0).collect();
-    let unique: BTreeSet<&String> = rows.iter().copied().collect();
-    assert_eq!(rows.len(), unique.len(), "duplicate rows");
-    assert_eq!(unique, ids.iter().collect());
+    // One row per good episode, in each table: no ingestion twice, whatever was killed.
+    let tables = warehouse(&store);
+    for rows in [&tables.episodes, &tables.ingestions] {
+        let ids_seen: Vec<&String> = rows.iter().map(|r| &r.0).collect();
+        let unique: BTreeSet<&String> = ids_seen.iter().copied().collect();
+        assert_eq!(ids_seen.len(), unique.len(), "duplicate rows: {tables:?}");
+        assert_eq!(unique, ids.iter().collect());
+    }
 }
 
 /// Starts several processes at once on two plans over the same landing data (batches of
@@ -280,23 +287,19 @@ fn concurrent_batches(
         reel_mcap::EpisodeReader::open(&source as &dyn ByteSource)
             .expect("complete canonical episode");
     }
-    // Each part has unique rows; the latest ingestion of each episode is one row.
-    let parts = warehouse(&store);
-    assert_eq!(parts.len(), a.batches.len() + b.batches.len());
-    let mut latest: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
-    for rows in parts.values() {
-        let unique: BTreeSet<&String> = rows.iter().map(|r| &r.0).collect();
-        assert_eq!(unique.len(), rows.len());
-        for (id, at) in rows {
-            latest.entry(id).or_default().push(*at);
-        }
+    // Every episode was ingested once per plan (two plans), and `episodes` holds its
+    // newest ingestion, once, whichever commit landed last.
+    let tables = warehouse(&store);
+    let mut ingested: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for (id, at) in &tables.ingestions {
+        ingested.entry(id).or_default().push(*at);
     }
-    assert_eq!(latest.len(), ids.len());
-    for (id, ats) in &latest {
-        // Every episode appears once per plan (two plans), and the newest row is unique.
+    assert_eq!(ingested.len(), ids.len());
+    assert_eq!(tables.episodes.len(), ids.len(), "one row per episode");
+    for (id, at) in &tables.episodes {
+        let ats = &ingested[id.as_str()];
         assert_eq!(ats.len(), 2, "{id}");
-        let max = ats.iter().max().expect("rows");
-        assert_eq!(ats.iter().filter(|a| *a == max).count(), 1, "{id}: tie");
+        assert_eq!(Some(at), ats.iter().max(), "{id}: not its newest ingestion");
     }
 }
 

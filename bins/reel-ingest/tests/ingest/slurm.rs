@@ -188,8 +188,8 @@ fn a_slurm_array_ingests_every_episode_once_through_a_cancelled_and_requeued_tas
     // Every episode in the warehouse exactly once.
     let store = Store::open(store_dir.to_str().expect("utf-8")).expect("store");
     let mut rows: Vec<String> = warehouse(&store)
-        .into_values()
-        .flatten()
+        .episodes
+        .into_iter()
         .map(|(id, _)| id)
         .collect();
     rows.sort();

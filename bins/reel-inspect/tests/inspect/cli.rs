@@ -71,7 +71,8 @@ fn reports_groups_chunks_and_gops() {
 }
 
 /// `lineage` of a manifest: the manifest, then each episode with its digest and landing
-/// recording; an episode replaced since is CHANGED and the command exits 1.
+/// recording, and the warehouse table versions the curation read; an episode replaced
+/// since is CHANGED and the command exits 1.
 #[test]
 fn lineage_follows_a_manifest_to_its_episodes_and_names_what_changed() {
     let dir = tempfile::tempdir().unwrap();
@@ -84,7 +85,8 @@ fn lineage_follows_a_manifest_to_its_episodes_and_names_what_changed() {
     };
     let rule = reel_manifest::SamplingRule::at_hz(10.0, 0.0, 0.0);
     let manifest = dir.path().join("train.arrow");
-    let meta = reel_manifest::ManifestMeta::new("SELECT * FROM episodes", "wh-1", rule);
+    let meta =
+        reel_manifest::ManifestMeta::new("SELECT * FROM episodes", "episodes@3 ingestions@3", rule);
     let corpus = SynthCorpus::ingest(&config, 2, dir.path()).unwrap();
     corpus.write_manifest(&manifest, &meta).unwrap();
     let keys = corpus.keys();
@@ -101,6 +103,7 @@ fn lineage_follows_a_manifest_to_its_episodes_and_names_what_changed() {
     assert_eq!(records.len(), 3, "{records:?}");
     assert_eq!(records[0]["kind"], "manifest");
     assert_eq!(records[0]["query"], "SELECT * FROM episodes");
+    assert_eq!(records[0]["warehouse_snapshot"], "episodes@3 ingestions@3");
     for episode in &records[1..] {
         assert_eq!(episode["kind"], "episode");
         assert_eq!(episode["status"], "same");
@@ -117,6 +120,10 @@ fn lineage_follows_a_manifest_to_its_episodes_and_names_what_changed() {
     let run = lineage(false);
     assert_eq!(run.status.code(), Some(1));
     let text = String::from_utf8(run.stdout).unwrap();
+    assert!(
+        text.contains("table versions episodes@3 ingestions@3"),
+        "{text}"
+    );
     let changed: Vec<&str> = text.lines().filter(|l| l.contains("CHANGED")).collect();
     assert_eq!(changed.len(), 1, "{text}");
     assert!(changed[0].contains(&keys[0]), "{text}");

@@ -379,7 +379,10 @@ fn a_folder_or_a_missing_store_gets_a_plain_message() {
 
     // Each command's help describes that command.
     let help = ok(&["compact", "--help"]);
-    assert!(help.starts_with("Compact the episode warehouse"), "{help}");
+    assert!(
+        help.starts_with("Compact, vacuum or migrate the warehouse"),
+        "{help}"
+    );
     assert!(!help.contains("SQL query"), "{help}");
 }
 

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reel_import::ImportReport;
 use reel_io::{MmapSource, Store};
 use reel_mcap::EpisodeReader;
@@ -21,20 +20,23 @@ pub struct SourceColumns {
     pub fps: Option<f64>,
 }
 
-/// The source columns of every row of the import's warehouse part, by episode id.
+/// The source columns of every row of the warehouse's `episodes` table after the import,
+/// by episode id.
 pub fn warehouse_sources(store: &Store, report: &ImportReport) -> BTreeMap<String, SourceColumns> {
-    let key = report
-        .ingest
-        .warehouse_part
-        .as_ref()
-        .expect("a warehouse part");
-    let part = store.read(key).expect("the warehouse part");
-    let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(part)
-        .expect("parquet")
-        .build()
-        .expect("reader")
-        .collect::<Result<_, _>>()
-        .expect("rows");
+    assert!(
+        report.ingest.warehouse_commit.is_some(),
+        "the import committed rows"
+    );
+    let warehouse = reel_warehouse::Warehouse::for_store(store).expect("warehouse");
+    let batches: Vec<RecordBatch> = vec![
+        warehouse
+            .table(reel_warehouse::episodes::EPISODES)
+            .expect("table")
+            .version(None)
+            .expect("version")
+            .read(None)
+            .expect("rows"),
+    ];
     let mut out = BTreeMap::new();
     for batch in &batches {
         let text = |name: &str, row: usize| {

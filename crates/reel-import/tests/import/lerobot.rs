@@ -210,7 +210,7 @@ fn a_second_import_reads_nothing_again_and_changes_nothing() {
     );
     assert_eq!(store.read(&canonical_key).unwrap(), before);
     assert_eq!(
-        again.ingest.warehouse_part, first.ingest.warehouse_part,
+        again.ingest.warehouse_commit, first.ingest.warehouse_commit,
         "the index step found complete"
     );
 }

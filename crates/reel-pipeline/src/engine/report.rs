@@ -100,18 +100,19 @@ pub struct BatchReport {
     pub steps: Vec<StepReport>,
     /// Quarantined episodes of the batch.
     pub quarantined: Vec<Quarantine>,
-    /// Warehouse part written (index step).
-    pub warehouse_part: Option<String>,
+    /// The episode tables' versions after the batch's commit (index step), as
+    /// `ingestions@V episodes@W`.
+    pub warehouse_commit: Option<String>,
 }
 
 impl BatchReport {
     /// Takes what the batch report keeps from a step's completion record, written now or
-    /// found complete: the canonical step's quarantined episodes, the index step's part.
+    /// found complete: the canonical step's quarantined episodes, the index step's commit.
     pub(crate) fn absorb(&mut self, step: Step, record: &CommitRecord) {
         match step {
             Step::Canonical => self.quarantined = record.quarantined.clone(),
             Step::Enrich => {}
-            Step::Index => self.warehouse_part = record.artifacts.first().cloned(),
+            Step::Index => self.warehouse_commit = record.artifacts.first().cloned(),
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct Pipeline {
     /// The settings' digest, computed once: every record and artifact carries it.
     pub(super) digest: String,
     pub(super) enrichers: Vec<Box<dyn Enricher>>,
+    /// The output store's warehouse, opened at its first use.
+    warehouse: std::sync::OnceLock<reel_warehouse::Warehouse>,
 }
 
 /// Where a run's events go.
@@ -56,6 +58,7 @@ impl Pipeline {
             digest: config.digest()?,
             config,
             enrichers: vec![Box::new(MotionSegments::default())],
+            warehouse: std::sync::OnceLock::new(),
         })
     }
 
@@ -77,6 +80,15 @@ impl Pipeline {
 
     pub(super) fn store(&self) -> &Store {
         self.state.store()
+    }
+
+    /// The output store's warehouse, where the index step commits the batch's rows.
+    pub fn warehouse(&self) -> Result<&reel_warehouse::Warehouse> {
+        if let Some(warehouse) = self.warehouse.get() {
+            return Ok(warehouse);
+        }
+        let warehouse = reel_warehouse::Warehouse::for_store(self.store())?;
+        Ok(self.warehouse.get_or_init(|| warehouse))
     }
 
     /// Runs the profile's steps over `batch`. Episodes run in parallel on the current rayon
@@ -142,7 +154,7 @@ impl Pipeline {
         let work = match step {
             Step::Canonical => self.canonical_step(batch, options, on_event, prior)?,
             Step::Enrich => self.enrich_step(batch, options, on_event)?,
-            Step::Index => self.index_step(batch, options, on_event)?,
+            Step::Index => self.index_step(batch, on_event)?,
         };
         let record = CommitRecord {
             step: step.name().into(),

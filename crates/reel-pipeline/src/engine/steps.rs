@@ -13,7 +13,7 @@ use crate::engine::dag::{BatchSpec, RunOptions, Step, stem_of};
 use crate::engine::report::{EpisodeStatus, Event};
 use crate::engine::run::{Pipeline, Sink, StepWork};
 use crate::enrich::{Enricher, LabelSet};
-use crate::index::{encode_warehouse, row_of};
+use crate::index::episode_rows;
 use crate::process::process_recording;
 use crate::state::{Claim, CommitRecord, Quarantine, StateStore};
 use crate::{Error, ErrorKind, Kinded, Result, now_ns};
@@ -371,49 +371,60 @@ impl Pipeline {
         Ok(work)
     }
 
-    /// Key of the warehouse part of a batch: fixed by batch and version, so a rerun
-    /// replaces the file instead of adding a second copy of its rows.
-    pub fn warehouse_part_key(batch: &str, pipeline_version: &str) -> String {
+    /// The writer name of a batch's commits to the warehouse: fixed by batch and version,
+    /// so a rerun finds its commit made and adds nothing.
+    pub fn warehouse_writer(
+        batch: &str,
+        pipeline_version: &str,
+        summaries: &[EpisodeSummary],
+    ) -> String {
+        // The episodes it commits and their canonical contents: a rerun of the batch
+        // commits the same rows and finds them committed; a run that adds an episode a
+        // partial run lacked, or replaces one's canonical content, commits anew.
+        let mut episodes: Vec<(&str, u64)> = summaries
+            .iter()
+            .map(|s| (s.episode_id.as_str(), s.canonical_digest))
+            .collect();
+        episodes.sort_unstable();
+        let text: String = episodes
+            .iter()
+            .map(|(id, digest)| format!("{id}:{digest:016x};"))
+            .collect();
         format!(
-            "{}part-{batch}-{pipeline_version}.parquet",
-            reel_manifest::warehouse::EPISODES_PREFIX
+            "{batch}@{pipeline_version}#{:016x}",
+            reel_manifest::fnv1a(text.bytes())
         )
     }
 
-    /// One warehouse row per canonical episode of the batch, in one Parquet part.
-    pub(super) fn index_step(
-        &self,
-        batch: &BatchSpec,
-        options: &RunOptions,
-        on_event: Sink<'_>,
-    ) -> Result<StepWork> {
+    /// One row per canonical episode of the batch, committed to the warehouse's episode
+    /// tables: appended to `ingestions`, and each episode's row in `episodes` replaced.
+    pub(super) fn index_step(&self, batch: &BatchSpec, on_event: Sink<'_>) -> Result<StepWork> {
         let step = Step::Index;
         let mut work = StepWork::default();
         let started = Instant::now();
         let (summaries, missing) = self.batch_summaries(batch)?;
         work.counts.missing = missing.len();
-        let part = Self::warehouse_part_key(&batch.key, &self.config.pipeline_version);
-        // A run killed after writing the part but before its commit record finds the
-        // same rows already there: reused, like any other artifact.
+        // A run killed after committing but before its step record finds the commit made:
+        // reused, like any other artifact.
         let mut status = EpisodeStatus::Done;
         if !summaries.is_empty() {
-            let written = if options.replay {
-                None
-            } else {
-                match self.store().read(&part) {
-                    Ok(bytes) => Some(bytes),
-                    Err(reel_io::Error::NotFound { .. }) => None,
-                    Err(e) => return Err(e.into()),
-                }
-            };
-            let rows: Vec<_> = summaries.iter().map(|s| row_of(s, 0)).collect();
-            if written.is_some_and(|bytes| reel_manifest::warehouse::part_holds(bytes, &rows)) {
+            let writer =
+                Self::warehouse_writer(&batch.key, &self.config.pipeline_version, &summaries);
+            let ingested = self.warehouse()?.commit_ingestion(
+                &writer,
+                &|at| episode_rows(&summaries, at),
+                now_ns(),
+            )?;
+            if ingested.already {
                 status = EpisodeStatus::Reused;
-            } else {
-                let bytes = encode_warehouse(&part, &summaries, now_ns())?;
-                self.store().write_atomic(&part, bytes)?;
             }
-            work.artifacts.push(part);
+            work.artifacts.push(format!(
+                "{}@{} {}@{}",
+                reel_warehouse::episodes::INGESTIONS,
+                ingested.ingestions_version,
+                reel_warehouse::episodes::EPISODES,
+                ingested.episodes_version
+            ));
         }
         let seconds = started.elapsed().as_secs_f64() / summaries.len().max(1) as f64;
         for s in &summaries {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use reel_manifest::warehouse::QcSummary;
+use reel_warehouse::episodes::QcSummary;
 use serde::{Deserialize, Serialize};
 
 /// What a finding is. The names match the fault kinds of `reel-synth`'s sidecar.

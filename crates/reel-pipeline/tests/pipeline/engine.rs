@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use arrow_array::{Array, StringArray};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reel_io::{ByteSource, Kinded, Store};
 use reel_mcap::EpisodeReader;
 use reel_pipeline::{
@@ -92,21 +91,35 @@ fn run(
     events
 }
 
-fn warehouse_ids(store: &Store, key: &str) -> Vec<String> {
-    let bytes = store.read(key).expect("part");
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .expect("parquet")
-        .build()
-        .expect("reader");
-    let mut ids = Vec::new();
-    for batch in reader {
-        let batch = batch.expect("batch");
-        let col = batch.column_by_name("episode_id").expect("column");
-        let col = col.as_any().downcast_ref::<StringArray>().expect("utf8");
-        ids.extend((0..col.len()).map(|i| col.value(i).to_owned()));
+/// The episode ids of the current version of the warehouse table `table` in `store`,
+/// sorted (an id twice stays twice).
+fn table_ids(store: &Store, table: &str) -> Vec<String> {
+    let warehouse = reel_warehouse::Warehouse::for_store(store).expect("warehouse");
+    let table = warehouse.table(table).expect("table");
+    if !table.exists().expect("lists") {
+        return Vec::new();
     }
+    let rows = table
+        .version(None)
+        .expect("version")
+        .read(Some(&["episode_id"]))
+        .expect("rows");
+    let col = rows
+        .column(0)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .expect("utf8");
+    let mut ids: Vec<String> = (0..col.len()).map(|i| col.value(i).to_owned()).collect();
     ids.sort();
     ids
+}
+
+fn episodes(store: &Store) -> Vec<String> {
+    table_ids(store, reel_warehouse::episodes::EPISODES)
+}
+
+fn ingestions(store: &Store) -> Vec<String> {
+    table_ids(store, reel_warehouse::episodes::INGESTIONS)
 }
 
 #[test]
@@ -165,11 +178,11 @@ fn full_run_then_resume_replay_profiles_and_stale() {
         );
         assert!(reader.groups().contains_key("cameras") && reader.groups().contains_key("proprio"));
     }
-    // One warehouse part with one row per good episode; labels for each.
-    let part = Pipeline::warehouse_part_key("b0", "1.0");
+    // One warehouse row per good episode, in both episode tables; labels for each.
     let mut want = f.ids.clone();
     want.sort();
-    assert_eq!(warehouse_ids(&f.store, &part), want);
+    assert_eq!(episodes(&f.store), want);
+    assert_eq!(ingestions(&f.store), want);
     for id in &f.ids {
         let labels: LabelSet = serde_json::from_slice(
             &f.store
@@ -206,8 +219,8 @@ fn full_run_then_resume_replay_profiles_and_stale() {
         events.iter().all(|e| e.1 != EpisodeStatus::Done),
         "{events:?}"
     );
-    // The same for the warehouse part: a run killed between writing the part and
-    // recording it finds the same rows there, and reports reuse, not a second computation.
+    // The same for the warehouse's commit: a run killed between committing and recording
+    // it finds its commit made, and reports reuse, not a second ingestion.
     std::fs::remove_file(
         f.store
             .local_root()
@@ -225,7 +238,8 @@ fn full_run_then_resume_replay_profiles_and_stale() {
         events.iter().all(|e| e.1 != EpisodeStatus::Done),
         "{events:?}"
     );
-    assert_eq!(warehouse_ids(&f.store, &part), want);
+    assert_eq!(episodes(&f.store), want);
+    assert_eq!(ingestions(&f.store), want, "nothing ingested twice");
 
     // Replay one episode: only it is recomputed.
     let only = RunOptions {
@@ -255,10 +269,13 @@ fn full_run_then_resume_replay_profiles_and_stale() {
     assert_eq!(report.steps.len(), 1);
     assert_eq!(report.steps[0].done, 3);
     assert_eq!(report.steps[0].missing, 1); // the quarantined one
-    assert_eq!(
-        warehouse_ids(&f.store, &Pipeline::warehouse_part_key("b0", "2.0")),
-        want
-    );
+    // Re-indexed: a second ingestion of each episode, which replaces its row.
+    assert_eq!(episodes(&f.store), want);
+    let twice: Vec<String> = want
+        .iter()
+        .flat_map(|id| [id.clone(), id.clone()])
+        .collect();
+    assert_eq!(ingestions(&f.store), twice);
     // Rows keep the provenance of the canonical data: still stale at 2.0.
     assert_eq!(stale_episodes(&f.store, "2.0").expect("stale").len(), 3);
 
@@ -321,8 +338,8 @@ fn one_episode_trigger_runs_the_same_steps() {
         .expect("runs");
     assert_eq!(report.steps.len(), 3);
     assert_eq!(report.steps[0].done, 1);
-    let part = report.warehouse_part.expect("part");
-    assert_eq!(warehouse_ids(&f.store, &part), [f.ids[0].clone()]);
+    assert!(report.warehouse_commit.is_some());
+    assert_eq!(episodes(&f.store), [f.ids[0].clone()]);
 }
 
 #[test]
@@ -342,8 +359,7 @@ fn a_partial_run_leaves_later_steps_open_for_the_rest() {
     let report = pipeline.run(&batch, &first, &|_| {}).expect("runs");
     assert_eq!(report.steps[0].done, 1);
     assert_eq!(report.steps[2].missing, 2);
-    let part = Pipeline::warehouse_part_key("b0", "1.0");
-    assert_eq!(warehouse_ids(&f.store, &part), [f.ids[0].clone()]);
+    assert_eq!(episodes(&f.store), [f.ids[0].clone()]);
     // Then everything: no step counts as complete until the second episode is in.
     let report = pipeline
         .run(&batch, &RunOptions::default(), &|_| {})
@@ -353,7 +369,7 @@ fn a_partial_run_leaves_later_steps_open_for_the_rest() {
     assert_eq!(report.steps[0].reused, 1);
     let mut want = f.ids.clone();
     want.sort();
-    assert_eq!(warehouse_ids(&f.store, &part), want);
+    assert_eq!(episodes(&f.store), want);
     // And now all three steps are complete.
     let report = pipeline
         .run(&batch, &RunOptions::default(), &|_| {})
@@ -384,7 +400,7 @@ fn a_planned_episode_missing_from_landing_is_quarantined() {
             .reason
             .contains("not in the landing store")
     );
-    assert!(report.warehouse_part.is_none());
+    assert!(report.warehouse_commit.is_none());
 }
 
 /// Objects under `prefix`, recursively.
@@ -434,10 +450,9 @@ fn a_worker_without_the_h264_encoder_fails_the_batch_and_quarantines_nothing() {
             .map(|k| (k.clone(), EpisodeStatus::Done))
             .collect::<Vec<_>>()
     );
-    let part = Pipeline::warehouse_part_key("b0", "1.0");
     let mut want = f.ids[..2].to_vec();
     want.sort();
-    assert_eq!(warehouse_ids(&f.store, &part), want);
+    assert_eq!(episodes(&f.store), want);
 }
 
 #[test]
@@ -511,18 +526,12 @@ fn two_recordings_under_one_episode_id_never_become_one() {
         summary.contains(&format!("\"landing_key\":\"{}\"", key("robot-a"))),
         "{summary}"
     );
+    assert_eq!(episodes(&store), std::slice::from_ref(&id));
     assert_eq!(
-        warehouse_ids(&store, &Pipeline::warehouse_part_key("b0", "1.0")),
-        std::slice::from_ref(&id)
+        ingestions(&store),
+        std::slice::from_ref(&id),
+        "batches b1 and b2 write no row for a recording they did not ingest"
     );
-    for batch in ["b1", "b2"] {
-        assert!(
-            store
-                .len_of(&Pipeline::warehouse_part_key(batch, "1.0"))
-                .is_err(),
-            "batch {batch} must write no row for a recording it did not ingest"
-        );
-    }
     // Running the second batch again changes nothing.
     let again = pipeline
         .run(

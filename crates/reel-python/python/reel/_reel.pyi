@@ -114,6 +114,7 @@ def curate(
     after: float = 1.0,
     allow_empty: bool = False,
     by_position: bool = False,
+    as_of: str | PathLike | None = None,
 ) -> dict[str, Any]: ...
 def warm(
     manifest: str | PathLike,

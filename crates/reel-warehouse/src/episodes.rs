@@ -1,32 +1,43 @@
-//! The episode warehouse: one Parquet row per ingested episode.
-//!
-//! Ingest appends files under `episodes/` (never rewrites one); curation
-//! queries them as the SQL table `episodes`, seeing the latest ingestion of
-//! each episode. Each file name is derived from what produced it, so writing
-//! the same rows again replaces a file with identical content: ingestion is
-//! idempotent by (episode id, pipeline version). The schema is in
-//! `docs/FORMAT.md`.
+//! The episode tables: `ingestions`, every ingestion of every episode (appended, never
+//! rewritten), and `episodes`, one row per episode (its latest ingestion), kept so by every
+//! commit. Their schema (version 4) is in `docs/FORMAT.md`; this module writes and parses
+//! it, nothing else does.
 
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
-    UInt32Builder, UInt64Builder,
+    BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
+    TimestampMicrosecondBuilder,
 };
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
-/// The warehouse schema version (stamped on every row). Version 2 added the `source_*`
-/// columns, version 3 `canonical_digest`; an older part reads as if they were null.
-pub const WAREHOUSE_SCHEMA_VERSION: u32 = 3;
+use crate::{Change, Operation, Result, Table, Warehouse};
 
-/// The folder of the `episodes` table inside a warehouse store.
-pub const EPISODES_PREFIX: &str = "episodes/";
+/// The episode tables' schema version (stamped on every row). Version 2 added the
+/// `source_*` columns, version 3 `canonical_digest`, version 4 made every column a type
+/// every table reader has (signed integers, microsecond timestamps).
+pub const EPISODE_SCHEMA_VERSION: i32 = 4;
+
+/// Every ingestion of every episode: the full history.
+pub const INGESTIONS: &str = "ingestions";
+/// One row per episode: its latest ingestion. What curation queries.
+pub const EPISODES: &str = "episodes";
+
+/// The columns that identify an episode's row.
+pub const EPISODE_KEY: [&str; 2] = ["episode_key", "episode_id"];
+
+/// Properties of the episode tables: checkpoints every 100 commits, 7 days of data-file
+/// retention (Delta's default), 30 days of writers' commit records, statistics of every
+/// column (39, past Delta's default of 32). `episodes` also names `episode_key` as its
+/// files' Bloom filter column.
+pub const EPISODE_TABLE_PROPERTIES: [(&str, &str); 4] = [
+    ("delta.checkpointInterval", "100"),
+    ("delta.deletedFileRetentionDuration", "interval 7 days"),
+    ("delta.setTransactionRetentionDuration", "interval 30 days"),
+    ("delta.dataSkippingNumIndexedCols", "-1"),
+];
 
 /// Quality-check outcome of one episode: a flag per check, and metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -97,9 +108,9 @@ pub struct SourceDataset {
     pub fps: Option<f64>,
 }
 
-/// One warehouse row.
+/// One episode row.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct WarehouseRow<'a> {
+pub struct EpisodeRow<'a> {
     pub episode_id: &'a str,
     pub pipeline_version: &'a str,
     pub robot_id: &'a str,
@@ -122,28 +133,31 @@ pub struct WarehouseRow<'a> {
     pub ingested_at_ns: i64,
     /// Where an imported episode came from.
     pub source: Option<&'a SourceDataset>,
-    /// The canonical object's [`object_digest`](crate::object_digest).
+    /// The canonical object's digest (`reel_manifest::object_digest`).
     pub canonical_digest: Option<u64>,
 }
 
-/// A stable 64-bit key of an episode id (FNV-1a): grouping on it is much
-/// cheaper than on the string when the warehouse deduplicates versions.
-pub fn episode_key(episode_id: &str) -> u64 {
-    crate::fnv1a(episode_id.bytes())
+/// A stable 64-bit key of an episode id (FNV-1a), as the signed integer the tables store:
+/// `episodes`' first key column, whose Bloom filters a commit probes before it reads a file
+/// for the rows it replaces.
+pub fn episode_key(episode_id: &str) -> i64 {
+    episode_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    }) as i64
 }
 
-/// The warehouse's Arrow schema.
-pub fn warehouse_schema() -> SchemaRef {
+/// The episode tables' Arrow schema.
+pub fn episode_schema() -> SchemaRef {
     let utf8 = |n: &str| Field::new(n, DataType::Utf8, false);
     let boolean = |n: &str| Field::new(n, DataType::Boolean, false);
     let float = |n: &str| Field::new(n, DataType::Float64, false);
-    let u32f = |n: &str| Field::new(n, DataType::UInt32, false);
-    let i64f = |n: &str| Field::new(n, DataType::Int64, false);
+    let int = |n: &str| Field::new(n, DataType::Int32, false);
+    let long = |n: &str| Field::new(n, DataType::Int64, false);
     Arc::new(Schema::new(vec![
         utf8("episode_id"),
-        Field::new("episode_key", DataType::UInt64, false),
+        long("episode_key"),
         utf8("pipeline_version"),
-        u32f("schema_version"),
+        int("schema_version"),
         utf8("robot_id"),
         utf8("robot_software_version"),
         utf8("task"),
@@ -151,18 +165,18 @@ pub fn warehouse_schema() -> SchemaRef {
         boolean("success"),
         Field::new(
             "recorded_at",
-            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
             false,
         ),
-        i64f("start_ns"),
-        i64f("end_ns"),
+        long("start_ns"),
+        long("end_ns"),
         float("duration_s"),
-        u32f("cameras"),
-        u32f("camera_frames"),
-        u32f("state_steps"),
-        u32f("action_steps"),
-        u32f("hand_steps"),
-        Field::new("bytes", DataType::UInt64, false),
+        int("cameras"),
+        int("camera_frames"),
+        int("state_steps"),
+        int("action_steps"),
+        int("hand_steps"),
+        long("bytes"),
         boolean("qc_pass"),
         utf8("qc_flags"),
         boolean("qc_camera_blackout"),
@@ -176,40 +190,36 @@ pub fn warehouse_schema() -> SchemaRef {
         float("qc_frozen_frame_ratio"),
         float("qc_max_joint_step_rad"),
         utf8("uri"),
-        i64f("ingested_at_ns"),
-        // Version 2: null for an episode a robot recorded.
+        long("ingested_at_ns"),
+        // Null for an episode a robot recorded.
         Field::new("source_format", DataType::Utf8, true),
         Field::new("source_dataset", DataType::Utf8, true),
         Field::new("source_revision", DataType::Utf8, true),
         Field::new("source_episode_index", DataType::Int64, true),
         Field::new("source_fps", DataType::Float64, true),
-        // Version 3: the canonical object's digest (`reel_manifest::object_digest`).
-        Field::new("canonical_digest", DataType::UInt64, true),
+        // The canonical object's 64-bit digest, as a signed integer (its two's complement).
+        Field::new("canonical_digest", DataType::Int64, true),
     ]))
 }
 
-/// Builds warehouse record batches row by row.
+/// Builds episode rows as record batches of [`episode_schema`].
 #[derive(Debug, Default)]
-pub struct WarehouseBatch {
+pub struct EpisodeRows {
     episode_id: StringBuilder,
-    episode_key: UInt64Builder,
+    episode_key: Int64Builder,
     pipeline_version: StringBuilder,
-    schema_version: UInt32Builder,
+    schema_version: Int32Builder,
     robot_id: StringBuilder,
     robot_software_version: StringBuilder,
     task: StringBuilder,
     operator: StringBuilder,
     success: BooleanBuilder,
-    recorded_at: TimestampNanosecondBuilder,
+    recorded_at: TimestampMicrosecondBuilder,
     start_ns: Int64Builder,
     end_ns: Int64Builder,
     duration_s: Float64Builder,
-    cameras: UInt32Builder,
-    camera_frames: UInt32Builder,
-    state_steps: UInt32Builder,
-    action_steps: UInt32Builder,
-    hand_steps: UInt32Builder,
-    bytes: UInt64Builder,
+    counts: [Int32Builder; 5],
+    bytes: Int64Builder,
     qc_pass: BooleanBuilder,
     qc_flags: StringBuilder,
     qc_bools: [BooleanBuilder; 7],
@@ -223,11 +233,11 @@ pub struct WarehouseBatch {
     source_revision: StringBuilder,
     source_episode_index: Int64Builder,
     source_fps: Float64Builder,
-    canonical_digest: UInt64Builder,
+    canonical_digest: Int64Builder,
     rows: usize,
 }
 
-impl WarehouseBatch {
+impl EpisodeRows {
     pub fn new() -> Self {
         Self::default()
     }
@@ -241,28 +251,35 @@ impl WarehouseBatch {
         self.rows == 0
     }
 
-    pub fn push(&mut self, row: &WarehouseRow<'_>) {
+    pub fn push(&mut self, row: &EpisodeRow<'_>) {
         self.episode_id.append_value(row.episode_id);
         self.episode_key.append_value(episode_key(row.episode_id));
         self.pipeline_version.append_value(row.pipeline_version);
-        self.schema_version.append_value(WAREHOUSE_SCHEMA_VERSION);
+        self.schema_version.append_value(EPISODE_SCHEMA_VERSION);
         self.robot_id.append_value(row.robot_id);
         self.robot_software_version
             .append_value(row.robot_software_version);
         self.task.append_value(row.task);
         self.operator.append_value(row.operator);
         self.success.append_value(row.success);
-        self.recorded_at.append_value(row.recorded_at_ns);
+        self.recorded_at
+            .append_value(row.recorded_at_ns.div_euclid(1000));
         self.start_ns.append_value(row.start_ns);
         self.end_ns.append_value(row.end_ns);
         self.duration_s
             .append_value((row.end_ns - row.start_ns) as f64 / 1e9);
-        self.cameras.append_value(row.cameras);
-        self.camera_frames.append_value(row.camera_frames);
-        self.state_steps.append_value(row.state_steps);
-        self.action_steps.append_value(row.action_steps);
-        self.hand_steps.append_value(row.hand_steps);
-        self.bytes.append_value(row.bytes);
+        let counts = [
+            row.cameras,
+            row.camera_frames,
+            row.state_steps,
+            row.action_steps,
+            row.hand_steps,
+        ];
+        for (builder, count) in self.counts.iter_mut().zip(counts) {
+            builder.append_value(i32::try_from(count).unwrap_or(i32::MAX));
+        }
+        self.bytes
+            .append_value(i64::try_from(row.bytes).unwrap_or(i64::MAX));
         let qc = &row.qc;
         self.qc_pass.append_value(qc.pass());
         self.qc_flags.append_value(qc.flags());
@@ -295,12 +312,13 @@ impl WarehouseBatch {
         self.source_episode_index
             .append_option(source.and_then(|s| s.episode_index));
         self.source_fps.append_option(source.and_then(|s| s.fps));
-        self.canonical_digest.append_option(row.canonical_digest);
+        self.canonical_digest
+            .append_option(row.canonical_digest.map(|d| d as i64));
         self.rows += 1;
     }
 
     /// The buffered rows as one record batch; the builder starts over.
-    pub fn finish(&mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    pub fn finish(&mut self) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
         let mut arrays: Vec<ArrayRef> = vec![
             Arc::new(self.episode_id.finish()),
             Arc::new(self.episode_key.finish()),
@@ -315,15 +333,15 @@ impl WarehouseBatch {
             Arc::new(self.start_ns.finish()),
             Arc::new(self.end_ns.finish()),
             Arc::new(self.duration_s.finish()),
-            Arc::new(self.cameras.finish()),
-            Arc::new(self.camera_frames.finish()),
-            Arc::new(self.state_steps.finish()),
-            Arc::new(self.action_steps.finish()),
-            Arc::new(self.hand_steps.finish()),
-            Arc::new(self.bytes.finish()),
-            Arc::new(self.qc_pass.finish()),
-            Arc::new(self.qc_flags.finish()),
         ];
+        arrays.extend(
+            self.counts
+                .iter_mut()
+                .map(|b| Arc::new(b.finish()) as ArrayRef),
+        );
+        arrays.push(Arc::new(self.bytes.finish()));
+        arrays.push(Arc::new(self.qc_pass.finish()));
+        arrays.push(Arc::new(self.qc_flags.finish()));
         arrays.extend(
             self.qc_bools
                 .iter_mut()
@@ -341,156 +359,76 @@ impl WarehouseBatch {
         arrays.push(Arc::new(self.source_fps.finish()));
         arrays.push(Arc::new(self.canonical_digest.finish()));
         self.rows = 0;
-        RecordBatch::try_new(warehouse_schema(), arrays)
+        RecordBatch::try_new(episode_schema(), arrays)
     }
 }
 
-/// Encodes record batches as one zstd-compressed Parquet file.
-pub fn encode_parquet(batches: &[RecordBatch]) -> Result<Vec<u8>, parquet::errors::ParquetError> {
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
-        .set_max_row_group_row_count(Some(1 << 20))
-        .build();
-    let mut out = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut out, warehouse_schema(), Some(props))?;
-    for batch in batches {
-        writer.write(batch)?;
-    }
-    writer.close()?;
-    Ok(out)
+/// What committing an ingestion did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ingested {
+    /// The rows' ingestion time (the writer's version in both tables).
+    pub ingested_at_ns: i64,
+    /// `ingestions` and `episodes` after the commit.
+    pub ingestions_version: u64,
+    pub episodes_version: u64,
+    /// The batch had been committed before (a rerun): nothing was added.
+    pub already: bool,
+    /// Episodes whose row it replaced, and ones a newer ingestion already held.
+    pub replaced: u64,
+    pub older: u64,
 }
 
-/// Whether `part`, a warehouse part [`encode_parquet`] wrote, holds exactly `rows` apart
-/// from their ingestion time: writing them again would change nothing a query can use.
-/// A part that cannot be read does not hold them.
-pub fn part_holds(part: bytes::Bytes, rows: &[WarehouseRow<'_>]) -> bool {
-    let Some(written) = ParquetRecordBatchReaderBuilder::try_new(part)
-        // One row more than expected, so that a longer part reads as longer.
-        .and_then(|b| b.with_batch_size(rows.len() + 1).build())
-        .ok()
-        .and_then(|mut reader| reader.next())
-        .and_then(|batch| batch.ok())
-    else {
-        return false;
-    };
-    let Some(ingested_at_ns) = written
-        .column_by_name("ingested_at_ns")
-        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-        .filter(|c| !c.is_empty())
-        .map(|c| c.value(0))
-    else {
-        return false;
-    };
-    let mut expected = WarehouseBatch::new();
-    for row in rows {
-        expected.push(&WarehouseRow {
+impl Warehouse {
+    /// The episode tables, created if missing.
+    pub fn episode_tables(&self) -> Result<(Table, Table)> {
+        let ingestions = self.table(INGESTIONS)?;
+        let episodes = self.table(EPISODES)?;
+        ingestions.create(&episode_schema(), &EPISODE_TABLE_PROPERTIES)?;
+        let mut properties = EPISODE_TABLE_PROPERTIES.to_vec();
+        properties.push((crate::BLOOM_COLUMN_PROPERTY, EPISODE_KEY[0]));
+        episodes.create(&episode_schema(), &properties)?;
+        Ok((ingestions, episodes))
+    }
+
+    /// Commits a batch's ingestion, made by `writer` (an ingest batch's name: one per
+    /// batch and pipeline version): its rows appended to `ingestions` and replacing each
+    /// episode's row in `episodes` unless a newer ingestion holds it. `rows_at` gives the
+    /// rows ingested at a time. Made again after a crash or by a rerun, it adds nothing
+    /// and says when it was made.
+    pub fn commit_ingestion(
+        &self,
+        writer: &str,
+        rows_at: &dyn Fn(i64) -> std::result::Result<RecordBatch, arrow_schema::ArrowError>,
+        now_ns: i64,
+    ) -> Result<Ingested> {
+        let (ingestions, episodes) = self.episode_tables()?;
+        let app = format!("ingest/{writer}");
+        let done = ingestions.version(None)?.app_version(&app)?;
+        let ingested_at_ns = done.unwrap_or(now_ns);
+        let rows = rows_at(ingested_at_ns).map_err(|e| crate::WarehouseError::BadRows {
+            table: INGESTIONS.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let appended = ingestions.commit(&Change {
+            app: Some((&app, ingested_at_ns)),
+            add: vec![rows.clone()],
+            ..Change::default()
+        })?;
+        let current = episodes.commit(&Change {
+            app: Some((&app, ingested_at_ns)),
+            add: vec![rows],
+            key: EPISODE_KEY.to_vec(),
+            newest: Some("ingested_at_ns"),
+            operation: Operation::Merge,
+            ..Change::default()
+        })?;
+        Ok(Ingested {
             ingested_at_ns,
-            ..*row
-        });
-    }
-    expected.finish().is_ok_and(|expected| {
-        expected.num_rows() == written.num_rows()
-            && expected.num_columns() == written.num_columns()
-            && (expected.columns().iter())
-                .zip(written.columns())
-                .all(|(a, b)| a.as_ref() == b.as_ref())
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_stable_and_spread() {
-        assert_eq!(episode_key(""), 0xcbf2_9ce4_8422_2325);
-        assert_ne!(episode_key("ep-1"), episode_key("ep-2"));
-    }
-
-    #[test]
-    fn rows_encode_to_parquet() {
-        let mut batch = WarehouseBatch::new();
-        let qc = QcSummary {
-            frozen_frames: true,
-            choppy_joints: true,
-            ..Default::default()
-        };
-        batch.push(&WarehouseRow {
-            episode_id: "ep-1",
-            end_ns: 2_000_000_000,
-            qc,
-            ..Default::default()
-        });
-        let rb = batch.finish().expect("batch");
-        assert_eq!(rb.num_rows(), 1);
-        assert!(batch.is_empty());
-        let bytes = encode_parquet(&[rb]).expect("encodes");
-        assert_eq!(&bytes[..4], b"PAR1");
-        assert_eq!(qc.flags(), "frozen_frames,choppy_joints");
-        assert!(!qc.pass());
-    }
-
-    #[test]
-    fn source_columns_are_null_for_recordings_and_set_for_imports() {
-        let imported = SourceDataset {
-            format: "lerobot".into(),
-            dataset: "lerobot/pusht".into(),
-            revision: String::new(),
-            episode_index: Some(7),
-            fps: Some(10.0),
-        };
-        let mut batch = WarehouseBatch::new();
-        batch.push(&WarehouseRow {
-            episode_id: "recorded",
-            ..Default::default()
-        });
-        batch.push(&WarehouseRow {
-            episode_id: "imported",
-            source: Some(&imported),
-            ..Default::default()
-        });
-        let rb = batch.finish().expect("batch");
-        let column = |name: &str| rb.column_by_name(name).expect(name).clone();
-        for name in [
-            "source_format",
-            "source_dataset",
-            "source_episode_index",
-            "source_fps",
-        ] {
-            assert!(column(name).is_null(0), "{name} of a recording");
-            assert!(column(name).is_valid(1), "{name} of an import");
-        }
-        // An empty revision is no revision.
-        assert!(column("source_revision").is_null(1));
-        let index = column("source_episode_index");
-        let index = index.as_any().downcast_ref::<Int64Array>().expect("int64");
-        assert_eq!(index.value(1), 7);
-    }
-
-    #[test]
-    fn a_part_holds_its_rows_whenever_they_were_ingested() {
-        let row = |id, ingested_at_ns| WarehouseRow {
-            episode_id: id,
-            end_ns: 2_000_000_000,
-            ingested_at_ns,
-            ..Default::default()
-        };
-        let mut batch = WarehouseBatch::new();
-        batch.push(&row("ep-1", 5));
-        batch.push(&row("ep-2", 5));
-        let part =
-            bytes::Bytes::from(encode_parquet(&[batch.finish().expect("batch")]).expect("encodes"));
-        assert!(part_holds(part.clone(), &[row("ep-1", 9), row("ep-2", 9)]));
-        assert!(!part_holds(part.clone(), &[row("ep-1", 9)]));
-        assert!(!part_holds(part.clone(), &[row("ep-2", 9), row("ep-1", 9)]));
-        let changed = WarehouseRow {
-            end_ns: 3_000_000_000,
-            ..row("ep-2", 9)
-        };
-        assert!(!part_holds(part.clone(), &[row("ep-1", 9), changed]));
-        assert!(!part_holds(
-            part.slice(..part.len() / 2),
-            &[row("ep-1", 9), row("ep-2", 9)]
-        ));
+            ingestions_version: appended.version,
+            episodes_version: current.version,
+            already: appended.already && current.already,
+            replaced: current.rows_removed,
+            older: current.rows_older,
+        })
     }
 }
