@@ -138,12 +138,7 @@ impl Table {
         let files = version.files()?;
         let rows: u64 = files.iter().map(|f| f.rows.unwrap_or(0)).sum();
         let ranges = (rows as usize).div_ceil(layout.file_rows.max(1)).max(1);
-        let txn = version
-            .snapshot()
-            .clone()
-            .update_table(UpdateTableOperation::Optimize, ENGINE_INFO, false)
-            .build(engine, Box::new(FileSystemCommitter::new()))
-            .map_err(|e| self.error(e))?;
+        let txn = self.rewrite_transaction(&version)?;
         let context = txn
             .write_state()
             .and_then(|s| s.write_context_builder().build())
@@ -165,12 +160,7 @@ impl Table {
         let version = loop {
             let mut this = match txn.take() {
                 Some(txn) => txn,
-                None => version
-                    .snapshot()
-                    .clone()
-                    .update_table(UpdateTableOperation::Optimize, ENGINE_INFO, false)
-                    .build(engine, Box::new(FileSystemCommitter::new()))
-                    .map_err(|e| self.error(e))?,
+                None => self.rewrite_transaction(&version)?,
             };
             for file in &written {
                 this.add_files(Box::new(ArrowEngineData::new(file.add.clone())));
@@ -253,12 +243,7 @@ impl Table {
         let rows = delta_kernel::arrow::compute::concat_batches(&schema, &batches)
             .map_err(|e| self.bad_file("", e.to_string()))?;
         let engine = self.location.engine.as_ref();
-        let mut txn = current
-            .snapshot()
-            .clone()
-            .update_table(UpdateTableOperation::Optimize, ENGINE_INFO, false)
-            .build(engine, Box::new(FileSystemCommitter::new()))
-            .map_err(|e| self.error(e))?;
+        let mut txn = self.rewrite_transaction(&current)?;
         let context = txn
             .write_state()
             .and_then(|s| s.write_context_builder().build())
@@ -284,6 +269,23 @@ impl Table {
     }
 
     /// Commits domain metadata `domain` alone (no data), on `version` or a newer one.
+    /// A transaction on `version` that rewrites files without changing data (Delta's
+    /// `OPTIMIZE`): what compaction and small-file merges commit.
+    fn rewrite_transaction(
+        &self,
+        version: &TableVersion,
+    ) -> Result<delta_kernel::transaction::Transaction> {
+        version
+            .snapshot()
+            .clone()
+            .update_table(UpdateTableOperation::Optimize, ENGINE_INFO, false)
+            .build(
+                self.location.engine.as_ref(),
+                Box::new(FileSystemCommitter::new()),
+            )
+            .map_err(|e| self.error(e))
+    }
+
     fn set_domain(
         &self,
         version: &TableVersion,
