@@ -1,6 +1,9 @@
 //! Commit and open time as a table's commits add up: ingest batches of 64 episodes
 //! committed to the episode tables one after another (each batch one commit to
 //! `ingestions` and one to `episodes`), measured at 10, 100, 1,000 and 10,000 batches.
+//! Each figure is a mean over the batches before the mark, up to a checkpoint interval of
+//! them: a commit's cost rises with the commits since the last checkpoint and falls at
+//! the next, so one batch's time says where in that cycle it fell, not how the cost grows.
 //! Checkpoints keep opening flat; small-file merges keep the files a commit probes and a
 //! reader opens few.
 //!
@@ -11,7 +14,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use reel_warehouse::Warehouse;
-use reel_warehouse::episodes::{EPISODES, EpisodeRow, EpisodeRows, INGESTIONS, QcSummary};
+use reel_warehouse::episodes::{
+    EPISODE_TABLE_PROPERTIES, EPISODES, EpisodeRow, EpisodeRows, INGESTIONS, QcSummary,
+};
 
 const BATCH: u64 = 64;
 
@@ -23,9 +28,25 @@ fn bench_dir() -> PathBuf {
         })
 }
 
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
+/// Batches a mark's figures are the mean of: the episode tables' checkpoint interval.
+fn window() -> u64 {
+    EPISODE_TABLE_PROPERTIES
+        .iter()
+        .find(|(key, _)| *key == "delta.checkpointInterval")
+        .and_then(|(_, value)| value.parse().ok())
+        .unwrap_or(reel_warehouse::CHECKPOINT_INTERVAL)
+}
+
+/// Times of the batches before a mark.
+#[derive(Default)]
+struct Window {
+    commits: Vec<Duration>,
+    opens_episodes: Vec<Duration>,
+    opens_ingestions: Vec<Duration>,
+}
+
+fn mean_ms(times: &[Duration]) -> f64 {
+    times.iter().map(Duration::as_secs_f64).sum::<f64>() * 1e3 / times.len().max(1) as f64
 }
 
 fn main() {
@@ -43,10 +64,10 @@ fn main() {
         .filter(|&m| m <= batches)
         .collect();
     println!(
-        "| batches committed | commit of a batch, median of the last 20 (ms) | open `episodes`, median of 5 (ms) | open `ingestions` (ms) | `episodes` files | `ingestions` files | `episodes` log entries |"
+        "| batches committed | commit of a batch, mean (ms) | open `episodes`, mean (ms) | open `ingestions`, mean (ms) | `episodes` files | `ingestions` files | `episodes` log entries | `episodes` checkpoint (KiB) |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    let mut recent: Vec<Duration> = Vec::new();
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut window = Window::default();
     let started = Instant::now();
     for batch in 0..batches {
         let ids: Vec<String> = (0..BATCH)
@@ -87,25 +108,26 @@ fn main() {
         warehouse
             .commit_ingestion(&format!("batch-{batch}"), &rows_at, batch as i64 + 1)
             .expect("commits");
-        recent.push(t.elapsed());
-        if recent.len() > 20 {
-            recent.remove(0);
-        }
-        if !marks.contains(&(batch + 1)) {
+        let commit = t.elapsed();
+        let Some(&mark) = marks.iter().find(|&&m| m > batch) else {
+            continue;
+        };
+        // Only the batches of the window before a mark are measured (opening costs).
+        if batch + window().min(mark) < mark {
             continue;
         }
         let open = |name: &str| {
             let table = warehouse.table(name).expect("table");
-            median(
-                (0..5)
-                    .map(|_| {
-                        let t = Instant::now();
-                        table.version(None).expect("opens");
-                        t.elapsed()
-                    })
-                    .collect(),
-            )
+            let t = Instant::now();
+            table.version(None).expect("opens");
+            t.elapsed()
         };
+        window.commits.push(commit);
+        window.opens_episodes.push(open(EPISODES));
+        window.opens_ingestions.push(open(INGESTIONS));
+        if batch + 1 != mark {
+            continue;
+        }
         let files = |name: &str| {
             warehouse
                 .table(name)
@@ -113,17 +135,23 @@ fn main() {
                 .and_then(|v| v.files())
                 .map_or(0, |f| f.len())
         };
-        let log =
-            std::fs::read_dir(root.join("tables/episodes/_delta_log")).map_or(0, |d| d.count());
+        let log_folder = root.join("tables/episodes/_delta_log");
+        let log = std::fs::read_dir(&log_folder).map_or(0, |d| d.count());
+        let checkpoint_kib = std::fs::read_to_string(log_folder.join("_last_checkpoint"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|v| v.get("sizeInBytes")?.as_u64())
+            .map_or(0.0, |bytes| bytes as f64 / 1024.0);
         println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {} | {} | {log} |",
+            "| {} | {:.1} | {:.1} | {:.1} | {} | {} | {log} | {checkpoint_kib:.0} |",
             batch + 1,
-            median(recent.clone()).as_secs_f64() * 1e3,
-            open(EPISODES).as_secs_f64() * 1e3,
-            open(INGESTIONS).as_secs_f64() * 1e3,
+            mean_ms(&window.commits),
+            mean_ms(&window.opens_episodes),
+            mean_ms(&window.opens_ingestions),
             files(EPISODES),
             files(INGESTIONS),
         );
+        window = Window::default();
     }
     eprintln!(
         "{batches} batches in {:.0} s",

@@ -199,8 +199,16 @@ impl Table {
                     // The commit has landed: upkeep that fails is reported, not an error
                     // (a caller retrying would commit the rows again).
                     let mut upkeep_failed = None;
+                    // The commit's own snapshot: the merge needs no second read of the log.
+                    let after = match done.post_commit_snapshot() {
+                        Some(snapshot) => TableVersion {
+                            table: self.clone(),
+                            snapshot: snapshot.clone(),
+                        },
+                        None => self.version(None)?,
+                    };
                     let merged = match rows_added > 0 || !removed.is_empty() {
-                        true => match self.merge_small_files() {
+                        true => match self.merge_small_files_on(&after) {
                             Ok(merge) => merge.is_some() as u64,
                             Err(e) => {
                                 upkeep_failed = Some(e.to_string());
@@ -288,8 +296,11 @@ impl Table {
                 })
                 .collect();
             if chosen.iter().any(|&c| c) {
-                selected
-                    .push(FilteredEngineData::try_new(data, chosen).map_err(|e| self.error(e))?);
+                let data = ArrowEngineData::new(without_stats(batch).map_err(|e| self.bad_rows(e))?);
+                selected.push(
+                    FilteredEngineData::try_new(Box::new(data), chosen)
+                        .map_err(|e| self.error(e))?,
+                );
             }
         }
         Ok(selected)
@@ -301,6 +312,24 @@ impl Table {
             reason: error.to_string(),
         }
     }
+}
+
+/// Scan rows with their `stats` null, so the `remove` actions made of them carry none.
+/// A removed file's statistics serve no reader (the protocol makes them optional), and a
+/// tombstone stays in every checkpoint for `delta.deletedFileRetentionDuration`: with its
+/// statistics it is ten times the size.
+fn without_stats(batch: &RecordBatch) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+    let schema = batch.schema();
+    let columns = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(field, column)| match field.name().as_str() {
+            "stats" => arrow_array::new_null_array(field.data_type(), batch.num_rows()),
+            _ => column.clone(),
+        })
+        .collect();
+    RecordBatch::try_new(schema, columns)
 }
 
 /// A short, growing, jittered wait before trying again against other writers.

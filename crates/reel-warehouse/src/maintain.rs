@@ -212,7 +212,11 @@ impl Table {
     /// row is rewritten a few times at most before a compaction. Returns the version made,
     /// if any; a merge lost to another writer's commit is left to the next one.
     pub fn merge_small_files(&self) -> Result<Option<u64>> {
-        let current = self.version(None)?;
+        self.merge_small_files_on(&self.version(None)?)
+    }
+
+    /// [`Table::merge_small_files`] on `current`, a version known to be the newest.
+    pub(crate) fn merge_small_files_on(&self, current: &TableVersion) -> Result<Option<u64>> {
         if let Some(mark) = current.domain(COMPACTING)? {
             let started = serde_json::from_str::<serde_json::Value>(&mark)
                 .ok()
@@ -222,7 +226,7 @@ impl Table {
                 return Ok(None);
             }
         }
-        let compacted = self.compacted_set(&current)?;
+        let compacted = self.compacted_set(current)?;
         let files = current.files()?;
         let mut tiers: std::collections::BTreeMap<u32, Vec<&crate::TableFile>> =
             std::collections::BTreeMap::new();
@@ -243,7 +247,7 @@ impl Table {
         let rows = delta_kernel::arrow::compute::concat_batches(&schema, &batches)
             .map_err(|e| self.bad_file("", e.to_string()))?;
         let engine = self.location.engine.as_ref();
-        let mut txn = self.rewrite_transaction(&current)?;
+        let mut txn = self.rewrite_transaction(current)?;
         let context = txn
             .write_state()
             .and_then(|s| s.write_context_builder().build())
@@ -256,7 +260,7 @@ impl Table {
         )?;
         txn.add_files(Box::new(ArrowEngineData::new(file.add)));
         let keys: HashSet<String> = merged.iter().map(|f| f.key.clone()).collect();
-        for selected in self.select_files(&current, &keys)? {
+        for selected in self.select_files(current, &keys)? {
             txn.remove_files(selected);
         }
         match txn.commit(engine).map_err(|e| self.error(e))? {
