@@ -1,9 +1,9 @@
 //! Commit and open time as a table's commits add up: ingest batches of 64 episodes
 //! committed to the episode tables one after another (each batch one commit to
 //! `ingestions` and one to `episodes`), measured at 10, 100, 1,000 and 10,000 batches.
-//! Each figure is a mean over the batches before the mark, up to a checkpoint interval of
-//! them: a commit's cost rises with the commits since the last checkpoint and falls at
-//! the next, so one batch's time says where in that cycle it fell, not how the cost grows.
+//! Each figure is a mean over the 100 batches before the mark (whole checkpoint cycles):
+//! a commit's cost rises with the commits since the last checkpoint and falls at the
+//! next, so one batch's time says where in that cycle it fell, not how the cost grows.
 //! Checkpoints keep opening flat; small-file merges keep the files a commit probes and a
 //! reader opens few.
 //!
@@ -28,13 +28,15 @@ fn bench_dir() -> PathBuf {
         })
 }
 
-/// Batches a mark's figures are the mean of: the episode tables' checkpoint interval.
-fn window() -> u64 {
-    EPISODE_TABLE_PROPERTIES
+/// Batches a mark's figures are the mean of: whole checkpoint cycles of the episode
+/// tables, at least 100 batches.
+fn window_batches() -> u64 {
+    let interval = EPISODE_TABLE_PROPERTIES
         .iter()
         .find(|(key, _)| *key == "delta.checkpointInterval")
         .and_then(|(_, value)| value.parse().ok())
-        .unwrap_or(reel_warehouse::CHECKPOINT_INTERVAL)
+        .unwrap_or(reel_warehouse::CHECKPOINT_INTERVAL);
+    100u64.div_ceil(interval) * interval
 }
 
 /// Times of the batches before a mark.
@@ -113,7 +115,7 @@ fn main() {
             continue;
         };
         // Only the batches of the window before a mark are measured (opening costs).
-        if batch + window().min(mark) < mark {
+        if batch + window_batches().min(mark) < mark {
             continue;
         }
         let open = |name: &str| {

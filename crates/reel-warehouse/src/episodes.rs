@@ -28,12 +28,13 @@ pub const EPISODES: &str = "episodes";
 /// The columns that identify an episode's row.
 pub const EPISODE_KEY: [&str; 2] = ["episode_key", "episode_id"];
 
-/// Properties of the episode tables: checkpoints every 100 commits, 7 days of data-file
-/// retention (Delta's default), 30 days of writers' commit records, statistics of every
-/// column (39, past Delta's default of 32). `episodes` also names `episode_key` as its
+/// Properties of the episode tables: checkpoints every 10 commits (Delta's default: a
+/// commit replays the log since the last checkpoint several times, and a checkpoint of
+/// these tables is small), 7 days of data-file retention (Delta's default), 30 days of
+/// writers' commit records, statistics of every column (39, past Delta's default of 32). `episodes` also names `episode_key` as its
 /// files' Bloom filter column.
 pub const EPISODE_TABLE_PROPERTIES: [(&str, &str); 4] = [
-    ("delta.checkpointInterval", "100"),
+    ("delta.checkpointInterval", "10"),
     ("delta.deletedFileRetentionDuration", "interval 7 days"),
     ("delta.setTransactionRetentionDuration", "interval 30 days"),
     ("delta.dataSkippingNumIndexedCols", "-1"),
