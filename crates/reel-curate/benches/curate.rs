@@ -6,7 +6,8 @@
 //! re-ingested episodes recorded at random times (the worst case), and 1 % of the
 //! episodes (a week of recordings) re-ingested in one commit, with curation after it.
 //!
-//! `cargo bench -p reel-curate --bench curate [-- ROWS...]`; each run generates its
+//! `cargo bench -p reel-curate --bench curate [-- [--file-rows N] ROWS...]` (`--file-rows`:
+//! the compaction's rows per file, default [`CompactOptions`]'s); each run generates its
 //! warehouse afresh into `$REEL_BENCH_DIR` (default `~/.cache/reel/bench`). The
 //! compaction's peak memory is its own (the process's peak is reset before it).
 
@@ -15,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use reel_curate::synthetic::{ingest, recorded_at_ns};
 use reel_curate::{
-    CurationOptions, Warehouse, compact, curate_to_manifest, curate_to_manifest_with,
+    CompactOptions, CurationOptions, Warehouse, compact_with, curate_to_manifest,
+    curate_to_manifest_with,
 };
 use reel_io::test_support::bench::peak_rss_mib;
 use reel_manifest::SamplingRule;
@@ -169,9 +171,20 @@ fn commit_cost(uri: &str, writer: &str, indices: &[u64], version: usize, at_ns: 
 }
 
 fn main() {
-    let sizes: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let file_rows: Option<usize> = args
+        .iter()
+        .position(|a| a == "--file-rows")
+        .and_then(|i| args.get(i + 1))
+        .map(|n| n.parse().expect("--file-rows N"));
+    let options = file_rows.map_or_else(CompactOptions::default, |file_rows| CompactOptions {
+        file_rows,
+    });
+    let sizes: Vec<u64> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i == 0 || args[i - 1] != "--file-rows")
+        .filter_map(|(_, a)| a.parse().ok())
         .collect();
     let sizes = if sizes.is_empty() {
         vec![1_000_000, 10_000_000, 50_000_000]
@@ -219,7 +232,7 @@ fn main() {
 
         reset_peak_rss();
         let started = Instant::now();
-        let summary = compact(&Warehouse::open(&uri).expect("opens")).expect("compacts");
+        let summary = compact_with(&Warehouse::open(&uri).expect("opens"), options).expect("compacts");
         let compaction_s = started.elapsed().as_secs_f64();
         let compaction_peak_mib = peak_rss_mib();
         vacuum(&reel_warehouse::Warehouse::open(&uri).expect("opens"));

@@ -15,7 +15,7 @@ use reel_manifest::{BaseRef, Manifest, ManifestMeta, Picks, SamplingRule, write_
 
 use reel_warehouse::TableFile;
 
-use crate::compact::BASE_SUFFIX;
+use crate::compact::bases_of;
 use crate::curation::{DIGEST, NEEDED, numbers, slice};
 use crate::{CurateError, CurationOptions, CurationSummary, Warehouse};
 
@@ -28,29 +28,6 @@ pub(crate) const POSITION: &str = "__reel_position";
 pub(crate) enum ByPosition {
     Written(CurationSummary),
     Declined(String),
-}
-
-/// The base manifest of each `episodes` file of `warehouse`'s version that has one: data
-/// file key → base key.
-pub(crate) fn bases_of(
-    warehouse: &Warehouse,
-) -> Result<std::collections::HashMap<String, String>, CurateError> {
-    let store = warehouse.store();
-    let files: std::collections::HashSet<&str> =
-        warehouse.files().iter().map(|f| f.key.as_str()).collect();
-    let prefix = warehouse
-        .tables()
-        .table(reel_warehouse::episodes::EPISODES)?
-        .prefix();
-    Ok(store
-        .list(&prefix)
-        .map_err(|e| crate::store_error(store, e))?
-        .into_iter()
-        .filter_map(|key| {
-            let data = key.strip_suffix(BASE_SUFFIX)?;
-            files.contains(data).then(|| (data.to_owned(), key.clone()))
-        })
-        .collect())
 }
 
 /// Runs `sql` and writes its episodes at `output` as a selection of the bases of

@@ -43,6 +43,29 @@ pub const SORT_COLUMNS: [&str; 3] = ["task", "recorded_at", "episode_id"];
 /// How a compacted file's base manifest ends: `part-….parquet.base.arrow`.
 pub const BASE_SUFFIX: &str = ".base.arrow";
 
+/// The base manifest of each `episodes` file of `warehouse`'s version that has one: data
+/// file key → base key.
+pub(crate) fn bases_of(
+    warehouse: &Warehouse,
+) -> Result<std::collections::HashMap<String, String>, CurateError> {
+    let store = warehouse.store();
+    let files: std::collections::HashSet<&str> =
+        warehouse.files().iter().map(|f| f.key.as_str()).collect();
+    let prefix = warehouse
+        .tables()
+        .table(reel_warehouse::episodes::EPISODES)?
+        .prefix();
+    Ok(store
+        .list(&prefix)
+        .map_err(|e| crate::store_error(store, e))?
+        .into_iter()
+        .filter_map(|key| {
+            let data = key.strip_suffix(BASE_SUFFIX)?;
+            files.contains(data).then(|| (data.to_owned(), key.clone()))
+        })
+        .collect())
+}
+
 /// The sampling rule a compaction's base manifests carry. A selection samples by its own
 /// rule; this one only makes each base a manifest of its file in its own right.
 pub const BASE_SAMPLING: reel_manifest::SamplingRule = reel_manifest::SamplingRule {
@@ -117,7 +140,7 @@ pub fn compact_with(
 /// writes its rows beside the selection.
 fn write_bases(warehouse: &Warehouse) -> Result<usize, CurateError> {
     let store = warehouse.store();
-    let existing = crate::by_position::bases_of(warehouse)?;
+    let existing = bases_of(warehouse)?;
     let mut written = 0;
     for file in warehouse.files() {
         if existing.contains_key(&file.key) {

@@ -479,23 +479,28 @@ impl<'a> Keys<'a> {
             read.push(newest);
         }
         for (file, size) in self.candidates(table, version)? {
-            if let Some(column) = &bloom
-                && !table.may_hold(&file, size, column, &self.probe)?
-            {
-                continue;
-            }
-            let stored = table.read_file(&file, Some(&read))?;
+            // Only the row groups whose filters answer to a key are read, and of them only
+            // the key columns: a false positive costs one row group's keys, not the file's.
+            let groups = match &bloom {
+                Some(column) => match table.groups_holding(&file, size, column, &self.probe)? {
+                    Some(groups) if groups.is_empty() => continue,
+                    groups => groups,
+                },
+                None => None,
+            };
+            let (stored, places) = table.read_groups(&file, size, &read, groups.as_deref())?;
             let rows =
                 key_rows(converter, &stored, &self.columns).map_err(|e| table.bad_rows(e))?;
             let newest = match self.newest {
                 Some(column) => Some(int_column(&stored, column).map_err(|e| table.bad_rows(e))?),
                 None => None,
             };
-            let mut keep = vec![true; stored.num_rows()];
+            // Places in the file of the rows it loses.
+            let mut gone = Vec::new();
             for (i, row) in rows.iter().enumerate() {
                 let row = row.owned();
                 if self.deleted.contains(&row) {
-                    keep[i] = false;
+                    gone.push(places[i]);
                 } else if let Some(&(added, value)) = self.added.get(&row) {
                     let theirs = newest.as_ref().map(|v| v[i]);
                     if let (Some(ours), Some(theirs)) = (value, theirs)
@@ -505,13 +510,19 @@ impl<'a> Keys<'a> {
                         plan.keep_added[added] = false;
                         plan.older += 1;
                     } else {
-                        keep[i] = false;
+                        gone.push(places[i]);
                     }
                 }
             }
-            let removed = keep.iter().filter(|k| !**k).count();
+            let removed = gone.len();
             if removed > 0 {
                 let (whole, compression) = table.read_file_compressed(&file, &schema)?;
+                let mut keep = vec![true; whole.num_rows()];
+                for place in gone {
+                    *keep.get_mut(place).ok_or_else(|| {
+                        table.bad_rows(format!("{file} holds fewer rows than its row groups"))
+                    })? = false;
+                }
                 let kept = filter(&whole, &keep).map_err(|e| table.bad_rows(e))?;
                 plan.rewrites.push(Rewrite {
                     key: file,

@@ -138,14 +138,16 @@ impl Table {
         Ok((conform(&rows, schema).map_err(bad)?, compression))
     }
 
-    /// Every row of data file `key`, with the columns of `schema` (the table's, which may
-    /// have grown since the file was written).
+    /// Every row of data file `key` (all columns, or `columns` only), with the columns of
+    /// `schema` (the table's, which may have grown since the file was written, projected
+    /// to `columns`) in its order: a column the file lacks is null.
     pub(crate) fn read_file_as(
         &self,
         key: &str,
+        columns: Option<&[&str]>,
         schema: &arrow_schema::SchemaRef,
     ) -> Result<RecordBatch> {
-        let rows = self.read_file(key, None)?;
+        let rows = self.read_file(key, columns)?;
         conform(&rows, schema).map_err(|reason| WarehouseError::BadFile {
             table: self.name().to_owned(),
             file: key.to_owned(),
@@ -165,16 +167,18 @@ impl Table {
 }
 
 impl Table {
-    /// Whether data file `key` (`size` bytes) may hold a row whose `column` is one of
-    /// `values`: `false` only where its Bloom filters on `column` say none is there. Reads
-    /// the footer and the filters (two or three ranged reads), not the rows.
-    pub(crate) fn may_hold(
+    /// The row groups of data file `key` (`size` bytes) that may hold a row whose
+    /// `column` is one of `values`, by their Bloom filters on `column`: none where the
+    /// filters say no such row is there, and `None` where the file has no filters to ask
+    /// (any row group may). Reads the footer and the filters (two or three ranged reads),
+    /// not the rows.
+    pub(crate) fn groups_holding(
         &self,
         key: &str,
         size: u64,
         column: &str,
         values: &[ProbeValue],
-    ) -> Result<bool> {
+    ) -> Result<Option<Vec<usize>>> {
         let source = self.location.store.source(key);
         let bad = |reason: String| WarehouseError::BadFile {
             table: self.name().to_owned(),
@@ -219,7 +223,7 @@ impl Table {
         let Some(index) =
             (0..schema.num_columns()).find(|&i| schema.column(i).path().string() == column)
         else {
-            return Ok(true);
+            return Ok(None);
         };
         let mut filters = Vec::new();
         for group in metadata.row_groups() {
@@ -229,14 +233,14 @@ impl Table {
                     filters.push(offset as u64..offset as u64 + length as u64);
                 }
                 // A row group without a filter may hold anything.
-                _ => return Ok(true),
+                _ => return Ok(None),
             }
         }
         let (Some(start), Some(end)) = (
             filters.iter().map(|r| r.start).min(),
             filters.iter().map(|r| r.end).max(),
         ) else {
-            return Ok(false);
+            return Ok(Some(Vec::new()));
         };
         if end > size {
             return Err(bad(format!(
@@ -245,7 +249,8 @@ impl Table {
         }
         // The filters lie together at the file's end: one read for all of them.
         let region = source.read_range(start..end)?;
-        for range in filters {
+        let mut holding = Vec::new();
+        for (group, range) in filters.into_iter().enumerate() {
             let bytes = &region[(range.start - start) as usize..(range.end - start) as usize];
             let filter = Sbbf::from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
             let hit = values.iter().any(|v| match v {
@@ -253,10 +258,99 @@ impl Table {
                 ProbeValue::Text(v) => filter.check(v.as_str()),
             });
             if hit {
-                return Ok(true);
+                holding.push(group);
             }
         }
-        Ok(false)
+        Ok(Some(holding))
+    }
+
+    /// Columns `columns` of data file `key` (`size` bytes) in row groups `groups` (every
+    /// one where `None`), read by ranges: the footer and those column chunks, not the
+    /// file. With each row's place in the file.
+    pub(crate) fn read_groups(
+        &self,
+        key: &str,
+        size: u64,
+        columns: &[&str],
+        groups: Option<&[usize]>,
+    ) -> Result<(RecordBatch, Vec<usize>)> {
+        let bad = |reason: String| WarehouseError::BadFile {
+            table: self.name().to_owned(),
+            file: key.to_owned(),
+            reason,
+        };
+        let file = RangedFile {
+            source: self.location.store.source(key),
+            size,
+        };
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(e.to_string()))?;
+        let metadata = builder.metadata().clone();
+        let mut starts = Vec::with_capacity(metadata.num_row_groups());
+        let mut rows = 0usize;
+        for group in metadata.row_groups() {
+            starts.push(rows);
+            rows += usize::try_from(group.num_rows()).map_err(|e| bad(e.to_string()))?;
+        }
+        let groups: Vec<usize> = match groups {
+            Some(groups) => groups.to_vec(),
+            None => (0..starts.len()).collect(),
+        };
+        let mut places = Vec::new();
+        for &group in &groups {
+            let start = *starts
+                .get(group)
+                .ok_or_else(|| bad(format!("no row group {group}")))?;
+            let count = metadata.row_group(group).num_rows() as usize;
+            places.extend(start..start + count);
+        }
+        let mask = projection(builder.parquet_schema(), columns);
+        let reader = builder
+            .with_row_groups(groups)
+            .with_projection(mask)
+            .build()
+            .map_err(|e| bad(e.to_string()))?;
+        let schema = arrow_array::RecordBatchReader::schema(&reader);
+        let batches: Vec<RecordBatch> = reader
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| bad(e.to_string()))?;
+        let read = arrow_select_concat(&schema, &batches).map_err(bad)?;
+        if read.num_rows() != places.len() {
+            return Err(bad(format!(
+                "{} rows read where its row groups hold {}",
+                read.num_rows(),
+                places.len()
+            )));
+        }
+        Ok((read, places))
+    }
+}
+
+/// A data file read by byte ranges through the store, for Parquet's reader.
+struct RangedFile {
+    source: reel_io::ObjectSource,
+    size: u64,
+}
+
+impl parquet::file::reader::Length for RangedFile {
+    fn len(&self) -> u64 {
+        self.size
+    }
+}
+
+impl parquet::file::reader::ChunkReader for RangedFile {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let length = usize::try_from(self.size.saturating_sub(start))
+            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
+        Ok(bytes::Buf::reader(self.get_bytes(start, length)?))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.source
+            .read_range(start..start + length as u64)
+            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
     }
 }
 
@@ -307,18 +401,7 @@ pub(crate) fn decode(
     let builder = match columns {
         None => builder,
         Some(columns) => {
-            let schema = builder.parquet_schema();
-            let mut indices = Vec::with_capacity(columns.len());
-            // A column the file was written without is left out (read as null by
-            // `conform`, as the table's schema says).
-            for column in columns {
-                if let Some(index) =
-                    (0..schema.num_columns()).find(|&i| schema.column(i).name() == *column)
-                {
-                    indices.push(index);
-                }
-            }
-            let mask = ProjectionMask::leaves(schema, indices);
+            let mask = projection(builder.parquet_schema(), columns);
             builder.with_projection(mask)
         }
     };
@@ -354,6 +437,19 @@ pub(crate) fn conform(
         })
         .collect::<std::result::Result<Vec<_>, String>>()?;
     RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())
+}
+
+/// The leaves of `schema` named in `columns`. A column the file was written without is
+/// left out (read as null by `conform`, as the table's schema says).
+fn projection(
+    schema: &parquet::schema::types::SchemaDescriptor,
+    columns: &[&str],
+) -> ProjectionMask {
+    let indices = columns
+        .iter()
+        .filter_map(|column| (0..schema.num_columns()).find(|&i| schema.column(i).name() == *column))
+        .collect::<Vec<_>>();
+    ProjectionMask::leaves(schema, indices)
 }
 
 fn arrow_select_concat(

@@ -52,6 +52,7 @@ mod commit;
 mod data_file;
 pub mod episodes;
 mod error;
+mod local_folder;
 mod location;
 mod maintain;
 mod table;

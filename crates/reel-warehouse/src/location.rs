@@ -6,12 +6,12 @@ use std::sync::Arc;
 use delta_kernel::object_store::ObjectStore;
 use delta_kernel::object_store::RetryConfig;
 use delta_kernel::object_store::aws::AmazonS3Builder;
-use delta_kernel::object_store::local::LocalFileSystem;
 use delta_kernel_default_engine::executor::tokio::TokioMultiThreadExecutor;
 use delta_kernel_default_engine::{DefaultEngine, DefaultEngineBuilder};
 use reel_io::{S3Location, Store, StoreOptions};
 use url::Url;
 
+use crate::local_folder::LocalFolder;
 use crate::{Result, WarehouseError};
 
 /// The kernel's engine as Reel runs it: its I/O on a runtime of its own (two threads), so
@@ -66,7 +66,7 @@ impl Location {
                         uri: folder.display().to_string(),
                         reason: "not an absolute path".into(),
                     })?;
-                (Arc::new(LocalFileSystem::new()), root)
+                (Arc::new(LocalFolder::default()), root)
             }
             Some(s3) => {
                 let mut builder = AmazonS3Builder::new()

@@ -242,7 +242,7 @@ impl Table {
         let schema = Arc::new(current.schema()?);
         let mut batches = Vec::with_capacity(merged.len());
         for file in &merged {
-            batches.push(self.read_file_as(&file.key, &schema)?);
+            batches.push(self.read_file_as(&file.key, None, &schema)?);
         }
         let rows = delta_kernel::arrow::compute::concat_batches(&schema, &batches)
             .map_err(|e| self.bad_file("", e.to_string()))?;
@@ -371,7 +371,7 @@ impl Table {
         })?;
         let mut spills: Vec<Option<Spill>> = (0..=bounds.len()).map(|_| None).collect();
         for file in files {
-            let batch = self.read_file_as(&file.key, schema)?;
+            let batch = self.read_file_as(&file.key, None, schema)?;
             let ranges = range_of_rows(&batch, column, bounds)
                 .map_err(|reason| self.bad_file(&file.key, reason))?;
             for (range, slot) in spills.iter_mut().enumerate() {
@@ -430,7 +430,7 @@ impl Table {
             Ok(())
         };
         for file in files {
-            let batch = self.read_file_as(&file.key, schema)?;
+            let batch = self.read_file_as(&file.key, None, schema)?;
             pending_rows += batch.num_rows();
             pending.push(batch);
             if pending_rows >= layout.file_rows {

@@ -384,15 +384,7 @@ impl TableVersion {
         let mut batches = Vec::new();
         for file in self.files()? {
             // In the order asked for, with a column the file was written without as null.
-            let read = self.table.read_file(&file.key, columns)?;
-            let read = crate::data_file::conform(&read, &schema).map_err(|reason| {
-                WarehouseError::BadFile {
-                    table: self.table.name.clone(),
-                    file: file.key.clone(),
-                    reason,
-                }
-            })?;
-            batches.push(read);
+            batches.push(self.table.read_file_as(&file.key, columns, &schema)?);
         }
         delta_kernel::arrow::compute::concat_batches(&schema, &batches).map_err(|e| {
             WarehouseError::BadRows {
