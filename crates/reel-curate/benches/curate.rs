@@ -232,7 +232,8 @@ fn main() {
 
         reset_peak_rss();
         let started = Instant::now();
-        let summary = compact_with(&Warehouse::open(&uri).expect("opens"), options).expect("compacts");
+        let summary =
+            compact_with(&Warehouse::open(&uri).expect("opens"), options).expect("compacts");
         let compaction_s = started.elapsed().as_secs_f64();
         let compaction_peak_mib = peak_rss_mib();
         vacuum(&reel_warehouse::Warehouse::open(&uri).expect("opens"));

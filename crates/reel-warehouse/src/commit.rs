@@ -296,7 +296,8 @@ impl Table {
                 })
                 .collect();
             if chosen.iter().any(|&c| c) {
-                let data = ArrowEngineData::new(without_stats(batch).map_err(|e| self.bad_rows(e))?);
+                let data =
+                    ArrowEngineData::new(without_stats(batch).map_err(|e| self.bad_rows(e))?);
                 selected.push(
                     FilteredEngineData::try_new(Box::new(data), chosen)
                         .map_err(|e| self.error(e))?,
@@ -318,7 +319,9 @@ impl Table {
 /// A removed file's statistics serve no reader (the protocol makes them optional), and a
 /// tombstone stays in every checkpoint for `delta.deletedFileRetentionDuration`: with its
 /// statistics it is ten times the size.
-fn without_stats(batch: &RecordBatch) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+fn without_stats(
+    batch: &RecordBatch,
+) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
     let schema = batch.schema();
     let columns = schema
         .fields()

@@ -447,7 +447,9 @@ fn projection(
 ) -> ProjectionMask {
     let indices = columns
         .iter()
-        .filter_map(|column| (0..schema.num_columns()).find(|&i| schema.column(i).name() == *column))
+        .filter_map(|column| {
+            (0..schema.num_columns()).find(|&i| schema.column(i).name() == *column)
+        })
         .collect::<Vec<_>>();
     ProjectionMask::leaves(schema, indices)
 }

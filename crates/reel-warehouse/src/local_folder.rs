@@ -185,8 +185,7 @@ mod tests {
         assert_eq!(ours, names(&LocalFileSystem::new()));
         // A folder past the offset: the general listing, which descends into it.
         std::fs::create_dir_all(log.join("_commits")).expect("mkdir");
-        std::fs::write(log.join("_commits/00000000000000000013.uuid.json"), b"{}")
-            .expect("write");
+        std::fs::write(log.join("_commits/00000000000000000013.uuid.json"), b"{}").expect("write");
         assert_eq!(names(&folder), names(&LocalFileSystem::new()));
         assert!(names(&folder).contains(&"00000000000000000013.uuid.json".to_owned()));
     }
