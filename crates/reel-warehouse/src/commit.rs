@@ -482,16 +482,14 @@ impl<'a> Keys<'a> {
             read.push(newest);
         }
         for (file, size) in self.candidates(table, version)? {
-            // Only the row groups whose filters answer to a key are read, and of them only
-            // the key columns: a false positive costs one row group's keys, not the file's.
-            let groups = match &bloom {
-                Some(column) => match table.groups_holding(&file, size, column, &self.probe)? {
-                    Some(groups) if groups.is_empty() => continue,
-                    groups => groups,
-                },
-                None => None,
-            };
-            let (stored, places) = table.read_groups(&file, size, &read, groups.as_deref())?;
+            if let Some(column) = &bloom
+                && table
+                    .groups_holding(&file, size, column, &self.probe)?
+                    .is_some_and(|groups| groups.is_empty())
+            {
+                continue;
+            }
+            let stored = table.read_file(&file, Some(&read))?;
             let rows =
                 key_rows(converter, &stored, &self.columns).map_err(|e| table.bad_rows(e))?;
             let newest = match self.newest {
@@ -503,7 +501,7 @@ impl<'a> Keys<'a> {
             for (i, row) in rows.iter().enumerate() {
                 let row = row.owned();
                 if self.deleted.contains(&row) {
-                    gone.push(places[i]);
+                    gone.push(i);
                 } else if let Some(&(added, value)) = self.added.get(&row) {
                     let theirs = newest.as_ref().map(|v| v[i]);
                     if let (Some(ours), Some(theirs)) = (value, theirs)
@@ -513,7 +511,7 @@ impl<'a> Keys<'a> {
                         plan.keep_added[added] = false;
                         plan.older += 1;
                     } else {
-                        gone.push(places[i]);
+                        gone.push(i);
                     }
                 }
             }
