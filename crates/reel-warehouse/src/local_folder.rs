@@ -4,7 +4,10 @@
 //! that (a `stat` and a path conversion each), so opening a table cost in proportion to
 //! every log entry kept (thousands within the retention), not to the few commits since
 //! the last checkpoint. Here the folder's names are read, and only those past the offset
-//! looked up.
+//! looked up. And a write: `LocalFileSystem` stages it as `name#n`, which a process
+//! killed mid-write leaves behind under a name no sweep knows; here it is staged under
+//! Reel's temporary name (`.name.<pid>.<n>.tmp`, hidden), then linked (a commit: only
+//! where no entry of that name exists) or renamed into place.
 
 use std::fmt;
 use std::ops::Range;
@@ -14,8 +17,9 @@ use bytes::Bytes;
 use delta_kernel::object_store::local::LocalFileSystem;
 use delta_kernel::object_store::path::Path;
 use delta_kernel::object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    CopyOptions, Error, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    Result,
 };
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -75,6 +79,42 @@ impl LocalFolder {
     }
 }
 
+/// Writes `payload` at `path` through a hidden temporary beside it: linked into place
+/// where `create` (failing with `AlreadyExists` where `path` exists), renamed otherwise.
+fn write_staged(path: &std::path::Path, payload: &PutPayload, create: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STAGED: AtomicU64 = AtomicU64::new(0);
+    let folder = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("a path without a folder"))?;
+    std::fs::create_dir_all(folder)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = folder.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        STAGED.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut file = std::fs::File::create_new(&temporary)?;
+        for chunk in payload.iter() {
+            file.write_all(chunk)?;
+        }
+        file.sync_all()
+    })();
+    let placed = written.and_then(|()| match create {
+        true => std::fs::hard_link(&temporary, path),
+        false => std::fs::rename(&temporary, path),
+    });
+    if create || placed.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    placed
+}
+
 #[async_trait]
 impl ObjectStore for LocalFolder {
     async fn put_opts(
@@ -83,7 +123,27 @@ impl ObjectStore for LocalFolder {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
+        let create = match opts.mode {
+            PutMode::Create => true,
+            PutMode::Overwrite => false,
+            PutMode::Update(_) => return self.inner.put_opts(location, payload, opts).await,
+        };
+        let path = self.inner.path_to_filesystem(location)?;
+        match write_staged(&path, &payload, create) {
+            Ok(()) => Ok(PutResult {
+                e_tag: None,
+                version: None,
+                extensions: Default::default(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::AlreadyExists {
+                path: location.to_string(),
+                source: Box::new(e),
+            }),
+            Err(e) => Err(Error::Generic {
+                store: "LocalFolder",
+                source: Box::new(e),
+            }),
+        }
     }
 
     async fn put_multipart_opts(
@@ -188,5 +248,27 @@ mod tests {
         std::fs::write(log.join("_commits/00000000000000000013.uuid.json"), b"{}").expect("write");
         assert_eq!(names(&folder), names(&LocalFileSystem::new()));
         assert!(names(&folder).contains(&"00000000000000000013.uuid.json".to_owned()));
+        // A commit is made once: the second of two writers is told it exists, and no
+        // temporary stays.
+        let commit = prefix.clone().join("00000000000000000014.json");
+        let put = |mode: PutMode| {
+            let opts = PutOptions {
+                mode,
+                ..PutOptions::default()
+            };
+            runtime.block_on(folder.put_opts(&commit, PutPayload::from_static(b"{}"), opts))
+        };
+        assert!(put(PutMode::Create).is_ok());
+        assert!(matches!(
+            put(PutMode::Create),
+            Err(Error::AlreadyExists { .. })
+        ));
+        assert!(put(PutMode::Overwrite).is_ok());
+        let hidden: Vec<_> = std::fs::read_dir(&log)
+            .expect("read")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(hidden.is_empty(), "temporaries left: {hidden:?}");
     }
 }
