@@ -22,8 +22,8 @@ use reel_manifest::changes::{
     ChangeProgress, LSN_COLUMN, OP_COLUMN, PROGRESS_KEY, SEQ_COLUMN, capture_app,
     captured_table_name, ops, parse_compacted_key, parse_part_key,
 };
-use reel_warehouse::episodes::{EPISODE_KEY, EPISODES, INGESTIONS, episode_schema};
-use reel_warehouse::{Change, Operation, Table};
+use reel_warehouse::episodes::{EPISODES, INGESTIONS, episode_schema, latest_ingestion};
+use reel_warehouse::{Change, Table};
 
 use crate::{CurateError, store_error};
 
@@ -112,14 +112,7 @@ pub fn migrate(uri: &str) -> Result<MigrationSummary, CurateError> {
         summary.episodes += rows.num_rows() as u64;
         // By key, as an ingest commits: a row an ingest made since the upgrade, if newer,
         // stays, and no episode is there twice.
-        episodes.commit(&Change {
-            app: Some((app, range as i64 + 1)),
-            add: vec![rows],
-            key: EPISODE_KEY.to_vec(),
-            newest: Some("ingested_at_ns"),
-            operation: Operation::Merge,
-            ..Change::default()
-        })?;
+        episodes.commit(&latest_ingestion((app, range as i64 + 1), rows))?;
     }
 
     check(&legacy, &parts, &ingestions, &episodes, &summary)?;

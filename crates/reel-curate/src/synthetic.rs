@@ -2,10 +2,10 @@
 //! here could produce (tens of millions of episodes). Feature `test-support`.
 
 use arrow_array::RecordBatch;
+use reel_warehouse::Change;
 use reel_warehouse::episodes::{
-    EPISODE_KEY, EPISODES, EpisodeRow, EpisodeRows, INGESTIONS, QcSummary,
+    EPISODES, EpisodeRow, EpisodeRows, INGESTIONS, QcSummary, latest_ingestion,
 };
-use reel_warehouse::{Change, Operation};
 
 pub const ROBOTS: [&str; 8] = [
     "aloha-01",
@@ -194,14 +194,7 @@ pub fn ingest(
                 add: vec![batch],
                 ..Change::default()
             },
-            false => Change {
-                app: Some(app),
-                add: vec![batch],
-                key: EPISODE_KEY.to_vec(),
-                newest: Some("ingested_at_ns"),
-                operation: Operation::Merge,
-                ..Change::default()
-            },
+            false => latest_ingestion(app, batch),
         };
         last = episodes.commit(&change)?.version;
     }

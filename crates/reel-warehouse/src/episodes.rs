@@ -415,14 +415,7 @@ impl Warehouse {
             add: vec![rows.clone()],
             ..Change::default()
         })?;
-        let current = episodes.commit(&Change {
-            app: Some((&app, ingested_at_ns)),
-            add: vec![rows],
-            key: EPISODE_KEY.to_vec(),
-            newest: Some("ingested_at_ns"),
-            operation: Operation::Merge,
-            ..Change::default()
-        })?;
+        let current = episodes.commit(&latest_ingestion((&app, ingested_at_ns), rows))?;
         Ok(Ingested {
             ingested_at_ns,
             ingestions_version: appended.version,
@@ -431,5 +424,18 @@ impl Warehouse {
             replaced: current.rows_removed,
             older: current.rows_older,
         })
+    }
+}
+
+/// The change to `episodes` that `rows` (episode rows) make as an ingestion by `app`: each
+/// replaces its episode's row unless that row's ingestion is newer.
+pub fn latest_ingestion<'a>(app: (&'a str, i64), rows: RecordBatch) -> Change<'a> {
+    Change {
+        app: Some(app),
+        add: vec![rows],
+        key: EPISODE_KEY.to_vec(),
+        newest: Some("ingested_at_ns"),
+        operation: Operation::Merge,
+        ..Change::default()
     }
 }
