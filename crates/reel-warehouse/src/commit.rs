@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
+use arrow_schema::SchemaRef;
 use delta_kernel::FilteredEngineData;
 use delta_kernel::arrow::compute::{concat_batches, filter_record_batch};
 use delta_kernel::arrow::row::{OwnedRow, RowConverter, SortField};
@@ -160,13 +161,15 @@ impl Table {
             let mut removed_rows = 0u64;
             for rewrite in &plan.rewrites {
                 removed_rows += rewrite.removed as u64;
-                if rewrite.kept.num_rows() > 0 {
-                    let file = self.write_file(
-                        &rewrite.kept,
+                if let Some(gone) = &rewrite.gone
+                    && let Some(file) = self.rewrite_without(
+                        &rewrite.key,
+                        gone,
+                        &plan.schema,
                         &context,
-                        rewrite.compression,
                         bloom.as_deref(),
-                    )?;
+                    )?
+                {
                     txn.add_files(Box::new(ArrowEngineData::new(file.add)));
                 }
             }
@@ -363,15 +366,16 @@ struct Plan {
     keep_added: Vec<bool>,
     older: u64,
     rewrites: Vec<Rewrite>,
+    /// The table's columns in that version.
+    schema: SchemaRef,
 }
 
-/// A file holding replaced or deleted rows: its key, its other rows, and how the file
-/// was compressed (its rewrite keeps it).
+/// A file holding replaced or deleted rows: its key, and the places of the rows it loses
+/// (ascending), or `None` where it loses every row.
 struct Rewrite {
     key: String,
-    kept: RecordBatch,
+    gone: Option<Vec<usize>>,
     removed: usize,
-    compression: Compression,
 }
 
 impl<'a> Keys<'a> {
@@ -453,17 +457,14 @@ impl<'a> Keys<'a> {
             keep_added: vec![true; self.added_rows],
             older: 0,
             rewrites: Vec::new(),
+            schema: Arc::new(version.schema()?),
         };
         if truncate {
-            let empty = RecordBatch::new_empty(Arc::new(version.schema()?));
             for file in version.files()? {
-                let rows = file.rows.unwrap_or(0) as usize;
-                let empty = empty.clone();
                 plan.rewrites.push(Rewrite {
                     key: file.key,
-                    kept: empty,
-                    removed: rows,
-                    compression: Compression::Zstd,
+                    gone: None,
+                    removed: file.rows.unwrap_or(0) as usize,
                 });
             }
             return Ok(plan);
@@ -471,7 +472,6 @@ impl<'a> Keys<'a> {
         let Some(converter) = &self.converter else {
             return Ok(plan);
         };
-        let schema = Arc::new(version.schema()?);
         // Files carrying a Bloom filter of the first key column are probed before they
         // are read: most files a commit's keys fall in (by their statistics) hold none.
         let bloom = version
@@ -517,19 +517,10 @@ impl<'a> Keys<'a> {
             }
             let removed = gone.len();
             if removed > 0 {
-                let (whole, compression) = table.read_file_compressed(&file, &schema)?;
-                let mut keep = vec![true; whole.num_rows()];
-                for place in gone {
-                    *keep.get_mut(place).ok_or_else(|| {
-                        table.bad_rows(format!("{file} holds fewer rows than its row groups"))
-                    })? = false;
-                }
-                let kept = filter(&whole, &keep).map_err(|e| table.bad_rows(e))?;
                 plan.rewrites.push(Rewrite {
                     key: file,
-                    kept,
+                    gone: Some(gone),
                     removed,
-                    compression,
                 });
             }
         }

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use arrow_array::RecordBatch;
+use arrow_array::{RecordBatch, StructArray};
 use bytes::Bytes;
 use delta_kernel::FileMeta;
 use delta_kernel::engine::arrow_data::ArrowEngineData;
@@ -74,12 +74,30 @@ impl Table {
         compression: Compression,
         bloom: Option<&str>,
     ) -> Result<WrittenFile> {
-        let name = unique_name();
-        let key = format!("{}{name}", self.prefix());
         let bytes = encode(rows, compression, bloom).map_err(|reason| WarehouseError::BadRows {
             table: self.name().to_owned(),
             reason,
         })?;
+        let stats = collect_stats(
+            rows,
+            context.stats_columns(),
+            context.physical_data_schema(),
+        )
+        .map_err(|e| self.error(e))?;
+        self.add_file(bytes, rows.num_rows(), stats, context)
+    }
+
+    /// Stores `bytes` (a Parquet file of `rows` rows whose statistics are `stats`) as a
+    /// new data file of the table, named uniquely, and returns its add metadata.
+    pub(crate) fn add_file(
+        &self,
+        bytes: Vec<u8>,
+        rows: usize,
+        stats: StructArray,
+        context: &BoundWriteContext,
+    ) -> Result<WrittenFile> {
+        let name = unique_name();
+        let key = format!("{}{name}", self.prefix());
         let size = bytes.len() as u64;
         self.location.store.write_atomic(&key, bytes)?;
         let url = context
@@ -89,53 +107,13 @@ impl Table {
                 table: self.name().to_owned(),
                 reason: e.to_string(),
             })?;
-        let stats = collect_stats(
-            rows,
-            context.stats_columns(),
-            context.physical_data_schema(),
-        )
-        .map_err(|e| self.error(e))?;
         let meta = DataFileMetadata::new(FileMeta::new(url, now_ms(), size), stats);
         let add = build_add_file_metadata(meta, context).map_err(|e| self.error(e))?;
         let add = ArrowEngineData::try_from_engine_data(add)
             .map_err(|e| self.error(e))?
             .record_batch()
             .clone();
-        Ok(WrittenFile {
-            key,
-            rows: rows.num_rows(),
-            add,
-        })
-    }
-
-    /// The rows of data file `key` with the columns of `schema` (see [`Table::read_file_as`]),
-    /// and how its first column chunk is compressed.
-    pub(crate) fn read_file_compressed(
-        &self,
-        key: &str,
-        schema: &arrow_schema::SchemaRef,
-    ) -> Result<(RecordBatch, Compression)> {
-        let bytes = Bytes::from(self.location.store.read(key)?.to_vec());
-        let bad = |reason: String| WarehouseError::BadFile {
-            table: self.name().to_owned(),
-            file: key.to_owned(),
-            reason,
-        };
-        let metadata = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-            .map_err(|e| bad(e.to_string()))?
-            .metadata()
-            .clone();
-        let compression = match metadata
-            .row_groups()
-            .first()
-            .and_then(|g| g.columns().first())
-            .map(|c| c.compression())
-        {
-            Some(parquet::basic::Compression::LZ4_RAW) => Compression::Lz4,
-            _ => Compression::Zstd,
-        };
-        let rows = decode(bytes, None).map_err(bad)?;
-        Ok((conform(&rows, schema).map_err(bad)?, compression))
+        Ok(WrittenFile { key, rows, add })
     }
 
     /// Every row of data file `key` (all columns, or `columns` only), with the columns of
@@ -273,6 +251,26 @@ pub(crate) fn encode(
     compression: Compression,
     bloom: Option<&str>,
 ) -> std::result::Result<Vec<u8>, String> {
+    let props = writer_properties(compression, bloom, rows.num_rows())?;
+    let mut out = Vec::new();
+    let options = parquet::arrow::arrow_writer::ArrowWriterOptions::new()
+        .with_properties(props)
+        .with_skip_arrow_metadata(true);
+    let mut writer = ArrowWriter::try_new_with_options(&mut out, rows.schema(), options)
+        .map_err(|e| e.to_string())?;
+    writer.write(rows).map_err(|e| e.to_string())?;
+    writer.close().map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// How Reel writes a table's Parquet: `compression`, row groups of [`ROW_GROUP_ROWS`], and
+/// a Bloom filter on column `bloom` (sized for a row group of a file of `rows` rows) at the
+/// file's end.
+pub(crate) fn writer_properties(
+    compression: Compression,
+    bloom: Option<&str>,
+    rows: usize,
+) -> std::result::Result<WriterProperties, String> {
     let codec = match compression {
         Compression::Zstd => {
             parquet::basic::Compression::ZSTD(ZstdLevel::try_new(3).map_err(|e| e.to_string())?)
@@ -284,23 +282,27 @@ pub(crate) fn encode(
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
     if let Some(column) = bloom {
         let column = ColumnPath::from(column);
-        let ndv = rows.num_rows().clamp(1, ROW_GROUP_ROWS) as u64;
+        let ndv = rows.clamp(1, ROW_GROUP_ROWS) as u64;
         props = props
             .set_bloom_filter_position(BloomFilterPosition::End)
             .set_column_bloom_filter_enabled(column.clone(), true)
             .set_column_bloom_filter_fpp(column.clone(), BLOOM_FPP)
             .set_column_bloom_filter_max_ndv(column, ndv);
     }
-    let props = props.build();
-    let mut out = Vec::new();
-    let options = parquet::arrow::arrow_writer::ArrowWriterOptions::new()
-        .with_properties(props)
-        .with_skip_arrow_metadata(true);
-    let mut writer = ArrowWriter::try_new_with_options(&mut out, rows.schema(), options)
-        .map_err(|e| e.to_string())?;
-    writer.write(rows).map_err(|e| e.to_string())?;
-    writer.close().map_err(|e| e.to_string())?;
-    Ok(out)
+    Ok(props.build())
+}
+
+/// How a file's pages are compressed, by its first column chunk.
+pub(crate) fn compression_of(metadata: &parquet::file::metadata::ParquetMetaData) -> Compression {
+    match metadata
+        .row_groups()
+        .first()
+        .and_then(|g| g.columns().first())
+        .map(|c| c.compression())
+    {
+        Some(parquet::basic::Compression::LZ4_RAW) => Compression::Lz4,
+        _ => Compression::Zstd,
+    }
 }
 
 /// The rows of a Parquet file, all columns or `columns`, as one batch.
@@ -374,7 +376,7 @@ fn arrow_select_concat(
 
 /// A data file's name no other writer picks: the time, the process and a counter, hashed
 /// with the host's name (Delta readers take any name; this one sorts by time).
-fn unique_name() -> String {
+pub(crate) fn unique_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -437,3 +437,165 @@ fn reel_warehouse_now_ms() -> i64 {
         .expect("after 1970")
         .as_millis() as i64
 }
+
+/// A row replaced in a file of several row groups: the file is written again with the row
+/// groups that lose rows encoded anew and the others copied as they were (column chunks,
+/// Bloom filters, page index), and the add's statistics, read by Python `deltalake`, are
+/// what pyarrow computes from the file's rows.
+#[test]
+fn a_replaced_row_rewrites_its_row_group_and_copies_the_others() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = open(
+        dir.path().to_str().expect("utf-8"),
+        &StoreOptions::default(),
+    );
+    let table = warehouse.table("big").expect("table");
+    table
+        .create(&schema(), &[(reel_warehouse::BLOOM_COLUMN_PROPERTY, "key")])
+        .expect("creates");
+    let n = 2 * reel_warehouse::ROW_GROUP_ROWS + 1000;
+    let ids: Vec<String> = (0..n).map(|i| format!("r{i:06}")).collect();
+    let first: Vec<(&str, i64, i64)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i as i64, 1))
+        .collect();
+    table
+        .commit(&upsert(("w", 1), rows(&first)))
+        .expect("commits");
+    let before = table
+        .version(None)
+        .expect("version")
+        .files()
+        .expect("files");
+    assert_eq!(before.len(), 1, "{before:?}");
+    let store = warehouse.store();
+    let original = store.read(&before[0].key).expect("reads");
+    // One row of the first row group and one of the last, replaced; the middle one keeps
+    // all its rows.
+    let (a, b) = (5, n - 3);
+    let done = table
+        .commit(&upsert(
+            ("w", 2),
+            rows(&[(ids[a].as_str(), -1, 2), (ids[b].as_str(), -2, 2)]),
+        ))
+        .expect("commits");
+    assert_eq!(
+        (done.rows_added, done.rows_removed, done.files_rewritten),
+        (2, 2, 1)
+    );
+    let mut expected = BTreeMap::new();
+    for (i, id) in ids.iter().enumerate() {
+        expected.insert(id.clone(), (i as i64, 1));
+    }
+    expected.insert(ids[a].clone(), (-1, 2));
+    expected.insert(ids[b].clone(), (-2, 2));
+    assert_eq!(contents(&warehouse, &table, None), expected);
+
+    let after = table
+        .version(None)
+        .expect("version")
+        .files()
+        .expect("files");
+    let rewritten = after
+        .iter()
+        .find(|f| f.rows == Some(n as u64 - 2))
+        .unwrap_or_else(|| panic!("a file of {} rows in {after:?}", n - 2));
+    let rewritten_bytes = store.read(&rewritten.key).expect("reads");
+    let footer = |bytes: &[u8]| {
+        parquet::file::metadata::ParquetMetaDataReader::new()
+            .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required)
+            .parse_and_finish(&bytes::Bytes::from(bytes.to_vec()))
+            .expect("footer")
+    };
+    let (old, new) = (footer(&original), footer(&rewritten_bytes));
+    assert_eq!(
+        new.row_groups()
+            .iter()
+            .map(|g| g.num_rows())
+            .collect::<Vec<_>>(),
+        vec![
+            reel_warehouse::ROW_GROUP_ROWS as i64 - 1,
+            reel_warehouse::ROW_GROUP_ROWS as i64,
+            999
+        ]
+    );
+    // The middle row group's column chunks, byte for byte.
+    for (old_chunk, new_chunk) in old
+        .row_group(1)
+        .columns()
+        .iter()
+        .zip(new.row_group(1).columns())
+    {
+        let range = |c: &parquet::file::metadata::ColumnChunkMetaData| {
+            let (start, length) = c.byte_range();
+            start as usize..(start + length) as usize
+        };
+        assert_eq!(
+            &original[range(old_chunk)],
+            &rewritten_bytes[range(new_chunk)]
+        );
+    }
+    // Every row group has its page index and a Bloom filter that answers for its keys.
+    let page_index = new.page_index().expect("a page index");
+    let key_column = 0;
+    let mut first_row = 0usize;
+    for (g, group) in new.row_groups().iter().enumerate() {
+        assert!(page_index.offset_index(g, key_column).is_some());
+        assert!(page_index.column_index(g, key_column).is_some());
+        let chunk = group.column(key_column);
+        let start = chunk.bloom_filter_offset().expect("a Bloom filter") as usize;
+        let end = start + chunk.bloom_filter_length().expect("its length") as usize;
+        let filter = parquet::bloom_filter::Sbbf::from_bytes(&rewritten_bytes[start..end])
+            .expect("a filter");
+        let rows_here = group.num_rows() as usize;
+        let keys = rows(
+            &expected
+                .iter()
+                .filter(|(_, (_, at))| *at == 1)
+                .skip(first_row)
+                .take(rows_here)
+                .map(|(id, (score, at))| (id.as_str(), *score, *at))
+                .collect::<Vec<_>>(),
+        );
+        let keys = keys
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("keys");
+        assert!(keys.iter().flatten().all(|k| filter.check(&k)), "group {g}");
+        first_row += rows_here;
+    }
+
+    // The log's statistics for each file are its rows' own, as an independent reader sees.
+    let script = r#"
+import sys
+import deltalake, pyarrow as pa, pyarrow.parquet as pq, pyarrow.compute as pc
+table = deltalake.DeltaTable(sys.argv[1])
+actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+for action in actions:
+    rows = pq.read_table(sys.argv[1] + "/" + action["path"])
+    assert action["num_records"] == rows.num_rows, action
+    for name in rows.column_names:
+        column = rows[name]
+        assert action[f"null_count.{name}"] == column.null_count, (name, action)
+        bounds = pc.min_max(column)
+        assert action[f"min.{name}"] == bounds["min"].as_py(), (name, action)
+        assert action[f"max.{name}"] == bounds["max"].as_py(), (name, action)
+print(len(actions))
+"#;
+    let out = Command::new(python().expect("the test venv's Python"))
+        .args(["-c", script])
+        .arg(table.url().to_file_path().expect("a folder"))
+        .output()
+        .expect("runs python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        after.len().to_string()
+    );
+}
