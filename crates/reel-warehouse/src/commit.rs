@@ -482,14 +482,14 @@ impl<'a> Keys<'a> {
             read.push(newest);
         }
         for (file, size) in self.candidates(table, version)? {
-            if let Some(column) = &bloom
-                && table
-                    .groups_holding(&file, size, column, &self.probe)?
-                    .is_some_and(|groups| groups.is_empty())
-            {
+            let probe = bloom
+                .as_deref()
+                .map(|column| (column, self.probe.as_slice()));
+            let Some(stored) = table.probe_keys(&file, size, &read, probe)? else {
                 continue;
-            }
-            let stored = table.read_file(&file, Some(&read))?;
+            };
+            let places = stored.places;
+            let stored = stored.rows;
             let rows =
                 key_rows(converter, &stored, &self.columns).map_err(|e| table.bad_rows(e))?;
             let newest = match self.newest {
@@ -501,7 +501,7 @@ impl<'a> Keys<'a> {
             for (i, row) in rows.iter().enumerate() {
                 let row = row.owned();
                 if self.deleted.contains(&row) {
-                    gone.push(i);
+                    gone.push(places[i]);
                 } else if let Some(&(added, value)) = self.added.get(&row) {
                     let theirs = newest.as_ref().map(|v| v[i]);
                     if let (Some(ours), Some(theirs)) = (value, theirs)
@@ -511,7 +511,7 @@ impl<'a> Keys<'a> {
                         plan.keep_added[added] = false;
                         plan.older += 1;
                     } else {
-                        gone.push(i);
+                        gone.push(places[i]);
                     }
                 }
             }

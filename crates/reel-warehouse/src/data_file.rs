@@ -16,11 +16,8 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::ZstdLevel;
-use parquet::bloom_filter::Sbbf;
-use parquet::file::metadata::ParquetMetaDataReader;
 use parquet::file::properties::{BloomFilterPosition, WriterProperties};
 use parquet::schema::types::ColumnPath;
-use reel_io::ByteSource;
 
 use crate::table::Table;
 use crate::{Result, WarehouseError};
@@ -32,9 +29,6 @@ pub const ROW_GROUP_ROWS: usize = 1 << 16;
 /// The false-positive rate of a key column's Bloom filters: about 1.2 bytes a row, and one
 /// file in a hundred read for nothing when a commit probes for a key it does not hold.
 pub const BLOOM_FPP: f64 = 0.01;
-
-/// Bytes read from a file's end to find its footer in one request, most of the time.
-const FOOTER_GUESS: u64 = 64 << 10;
 
 /// A value a commit probes a file's Bloom filter for: a key column's value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -141,105 +135,6 @@ impl Table {
             file: key.to_owned(),
             reason,
         })
-    }
-}
-
-impl Table {
-    /// The row groups of data file `key` (`size` bytes) that may hold a row whose
-    /// `column` is one of `values`, by their Bloom filters on `column`: none where the
-    /// filters say no such row is there, and `None` where the file has no filters to ask
-    /// (any row group may). Reads the footer and the filters (two or three ranged reads),
-    /// not the rows.
-    pub(crate) fn groups_holding(
-        &self,
-        key: &str,
-        size: u64,
-        column: &str,
-        values: &[ProbeValue],
-    ) -> Result<Option<Vec<usize>>> {
-        let source = self.location.store.source(key);
-        let bad = |reason: String| WarehouseError::BadFile {
-            table: self.name().to_owned(),
-            file: key.to_owned(),
-            reason,
-        };
-        if size < 12 {
-            return Err(bad(format!("{size} bytes is no Parquet file")));
-        }
-        let tail_start = size.saturating_sub(FOOTER_GUESS);
-        let mut tail = source.read_range(tail_start..size)?;
-        if tail.len() as u64 != size - tail_start {
-            return Err(bad(format!(
-                "shorter than the {size} bytes the table's log says"
-            )));
-        }
-        let footer: [u8; 8] = tail[tail.len() - 8..]
-            .try_into()
-            .map_err(|_| bad("no footer".into()))?;
-        if &footer[4..] != b"PAR1" {
-            return Err(bad("no Parquet footer (PAR1)".into()));
-        }
-        let metadata_len = u64::from(u32::from_le_bytes([
-            footer[0], footer[1], footer[2], footer[3],
-        ]));
-        if metadata_len + 8 > size {
-            return Err(bad(format!("a footer of {metadata_len} bytes in {size}")));
-        }
-        let metadata_start = size - 8 - metadata_len;
-        let mut tail_begins = tail_start;
-        if metadata_start < tail_start {
-            tail = source.read_range(metadata_start..size)?;
-            tail_begins = metadata_start;
-            if (tail.len() as u64) < size - metadata_start {
-                return Err(bad("shorter than its footer says".into()));
-            }
-        }
-        let skip = (metadata_start - tail_begins) as usize;
-        let metadata = ParquetMetaDataReader::decode_metadata(&tail[skip..tail.len() - 8])
-            .map_err(|e| bad(e.to_string()))?;
-        let schema = metadata.file_metadata().schema_descr();
-        let Some(index) =
-            (0..schema.num_columns()).find(|&i| schema.column(i).path().string() == column)
-        else {
-            return Ok(None);
-        };
-        let mut filters = Vec::new();
-        for group in metadata.row_groups() {
-            let chunk = group.column(index);
-            match (chunk.bloom_filter_offset(), chunk.bloom_filter_length()) {
-                (Some(offset), Some(length)) if offset >= 0 && length > 0 => {
-                    filters.push(offset as u64..offset as u64 + length as u64);
-                }
-                // A row group without a filter may hold anything.
-                _ => return Ok(None),
-            }
-        }
-        let (Some(start), Some(end)) = (
-            filters.iter().map(|r| r.start).min(),
-            filters.iter().map(|r| r.end).max(),
-        ) else {
-            return Ok(Some(Vec::new()));
-        };
-        if end > size {
-            return Err(bad(format!(
-                "a Bloom filter at bytes {start}..{end} of {size}"
-            )));
-        }
-        // The filters lie together at the file's end: one read for all of them.
-        let region = source.read_range(start..end)?;
-        let mut holding = Vec::new();
-        for (group, range) in filters.into_iter().enumerate() {
-            let bytes = &region[(range.start - start) as usize..(range.end - start) as usize];
-            let filter = Sbbf::from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
-            let hit = values.iter().any(|v| match v {
-                ProbeValue::Long(v) => filter.check(v),
-                ProbeValue::Text(v) => filter.check(v.as_str()),
-            });
-            if hit {
-                holding.push(group);
-            }
-        }
-        Ok(Some(holding))
     }
 }
 
@@ -354,7 +249,7 @@ pub(crate) fn conform(
 
 /// The leaves of `schema` named in `columns`. A column the file was written without is
 /// left out (read as null by `conform`, as the table's schema says).
-fn projection(
+pub(crate) fn projection(
     schema: &parquet::schema::types::SchemaDescriptor,
     columns: &[&str],
 ) -> ProjectionMask {

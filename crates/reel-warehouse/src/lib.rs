@@ -55,6 +55,7 @@ mod error;
 mod local_folder;
 mod location;
 mod maintain;
+mod probe;
 mod rewrite;
 mod table;
 
