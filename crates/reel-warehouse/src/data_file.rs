@@ -40,10 +40,11 @@ pub(crate) enum ProbeValue {
 /// How a data file's pages are compressed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Compression {
-    /// ZSTD (level 3): small files, for what is written once and read rarely.
+    /// ZSTD (level 3): small files, for what is compacted once and read rarely.
     #[default]
     Zstd,
-    /// LZ4: about 1.6× ZSTD's bytes, half its decode time, for what queries read.
+    /// LZ4: about 1.6× ZSTD's bytes, half its decode time, for what queries read and
+    /// what commits write and merge.
     Lz4,
 }
 

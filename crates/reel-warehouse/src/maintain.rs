@@ -252,10 +252,11 @@ impl Table {
             .write_state()
             .and_then(|s| s.write_context_builder().build())
             .map_err(|e| self.error(e))?;
+        // LZ4, as a commit writes them: merged files are merged again soon.
         let file = self.write_file(
             &rows,
             &context,
-            Compression::Zstd,
+            Compression::Lz4,
             current.bloom_column().as_deref(),
         )?;
         txn.add_files(Box::new(ArrowEngineData::new(file.add)));
