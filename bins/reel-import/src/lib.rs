@@ -1,5 +1,6 @@
 //! `reel-import`: an existing dataset into a store (a local folder or `s3://…`): each
-//! episode as a landing log under `landing/lerobot/` or `landing/hdf5/`, then ingested into
+//! episode as a landing log under `landing/lerobot/`, `landing/hdf5/` or `landing/rlds/`,
+//! then ingested into
 //! a canonical episode and its warehouse row, episodes in parallel.
 //!
 //! One JSON line per episode landed (`{"landed": …}`) and per episode and pipeline step
@@ -17,9 +18,10 @@ use std::sync::Mutex;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use reel_import::hdf5::{Hdf5Files, Mapping};
+use reel_import::rlds::{RldsDataset, RldsOptions};
 use reel_import::{ImportEvent, Source, config_for, import, lerobot::Dataset};
 use reel_io::Store;
-use reel_pipeline::{Event, PIPELINE_VERSION, PipelineConfig, RunOptions};
+use reel_pipeline::{Event, PIPELINE_VERSION, PipelineConfig, Plan, RunOptions};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -28,7 +30,11 @@ Examples:
   reel-import lerobot data/pusht --store store/ --encoding random-access -q
   reel-import hdf5 aloha/sim_insertion_scripted/episode_*.hdf5 --store store/
   reel-import hdf5 robomimic/lift/ph/image.hdf5 --store store/
-  reel-import hdf5 recordings/*.h5 --mapping my-layout.toml --store store/";
+  reel-import hdf5 recordings/*.h5 --mapping my-layout.toml --store store/
+  reel-import rlds --list ~/tensorflow_datasets/droid/1.0.0
+  reel-import rlds ~/tensorflow_datasets/droid/1.0.0 --store store/
+  reel-import rlds ~/tensorflow_datasets/droid/1.0.0 --plan droid-plan.json --store store/   # in a Slurm array
+  reel-import rlds s3://oxe/bridge_dataset/1.0.0 --split train --store s3://robots/store";
 
 /// Import existing datasets into a Reel store: canonical episodes, quality checks,
 /// provenance and warehouse rows, resumable.
@@ -71,13 +77,47 @@ enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// An RLDS build as TensorFlow Datasets writes it (Open X-Embodiment, DROID,
+    /// BridgeData V2), read without TensorFlow: the version folder holding
+    /// dataset_info.json, features.json and the TFRecord shards. Numeric step features
+    /// become topics at the dataset's fps, pictures cameras, language instructions and
+    /// episode metadata the episode record (`--list` shows the mapping).
+    #[command(after_help = EXAMPLES)]
+    Rlds {
+        /// The build's version folder (e.g. droid/1.0.0): a path or store URI.
+        path: String,
+        /// Frames per second (known for DROID, 15, and Bridge, 5; other datasets need it).
+        #[arg(long)]
+        fps: Option<f64>,
+        /// One split (default: every split of the build).
+        #[arg(long)]
+        split: Option<String>,
+        /// Print how each feature maps (one JSON line each on stdout) and import nothing.
+        #[arg(long)]
+        list: bool,
+        /// Read every episode (checksums, records, values) and write nothing: one JSON line
+        /// per episode on stdout; exits 1 when any episode does not read.
+        #[arg(long, conflicts_with = "list")]
+        check: bool,
+        /// Import only one batch of shards of a plan made by `reel-plan --rlds` (a path or
+        /// store URI): a Slurm array's or Kubernetes Indexed Job's tasks import a large
+        /// build in parallel.
+        #[arg(long)]
+        plan: Option<String>,
+        /// The plan's batch (default: $JOB_COMPLETION_INDEX or $SLURM_ARRAY_TASK_ID).
+        #[arg(long, requires = "plan")]
+        batch: Option<usize>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
 }
 
 #[derive(Debug, clap::Args)]
 struct CommonArgs {
-    /// Output store: landing logs, canonical episodes, warehouse, state.
+    /// Output store: landing logs, canonical episodes, warehouse, state (required but
+    /// with `rlds --list`).
     #[arg(long)]
-    store: String,
+    store: Option<String>,
     /// Ingest settings (`resample` rates are set to the dataset's fps; without this file,
     /// Reel's defaults with video re-encoded at CRF 12): TOML, or JSON when the name ends
     /// in `.json`; a path or store URI.
@@ -111,7 +151,8 @@ fn run_import(source: &dyn Source, fps: f64, args: CommonArgs) -> anyhow::Result
             .with_context(|| format!("--encoding `{name}` is not a known encoding"))?;
     }
     let config = config_for(fps, &base);
-    let store = Store::open(&args.store).with_context(|| format!("opening {}", args.store))?;
+    let uri = args.store.as_deref().context("--store is required")?;
+    let store = Store::open(uri).with_context(|| format!("opening {uri}"))?;
     let episodes = source.episodes().len() as u64;
     if !args.quiet {
         eprintln!("{}: {episodes} episodes at {fps} fps", source.name());
@@ -187,6 +228,50 @@ fn run_import(source: &dyn Source, fps: f64, args: CommonArgs) -> anyhow::Result
     }
 }
 
+/// Reads every episode of `source` without writing; one JSON line each.
+fn check_episodes(
+    source: &dyn Source,
+    jobs: Option<usize>,
+    quiet: bool,
+) -> anyhow::Result<ExitCode> {
+    let bar = reel_cli::progress_bar(
+        source.episodes().len() as u64,
+        "{bar:40} {pos}/{len} episodes {per_sec} eta {eta}",
+        quiet,
+    );
+    let stdout = Mutex::new(std::io::stdout());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.unwrap_or(0))
+        .build()?;
+    let checked = pool.install(|| {
+        reel_import::check(source, &|episode| {
+            if let Ok(line) = serde_json::to_string(episode) {
+                let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = writeln!(out, "{line}");
+            }
+            if let Some(error) = &episode.error {
+                bar.suspend(|| eprintln!("{}: {error}", episode.episode_id));
+            }
+            bar.inc(1);
+        })
+    })?;
+    bar.finish_and_clear();
+    let failed = checked.iter().filter(|c| c.error.is_some()).count();
+    if !quiet {
+        let messages: usize = checked.iter().map(|c| c.messages).sum();
+        eprintln!(
+            "{}: {} episodes read ({messages} messages), {failed} unreadable",
+            source.name(),
+            checked.len() - failed
+        );
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 /// Runs one import.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     reel_video::quiet_ffmpeg_logs();
@@ -212,6 +297,56 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let set = Hdf5Files::open_with(&files, fps, mapping)?;
             let rate = set.fps()?;
             run_import(&set, rate, common)
+        }
+        Command::Rlds {
+            path,
+            fps,
+            split,
+            list,
+            check,
+            plan,
+            batch,
+            common,
+        } => {
+            let shards = match &plan {
+                Some(input) => {
+                    let plan = Plan::from_json(input, &reel_cli::read_input(input)?)?;
+                    let index = reel_cli::batch_index(batch)?;
+                    let batch = plan.batches.get(index).with_context(|| {
+                        format!("{input}: no batch {index} (it has {})", plan.batches.len())
+                    })?;
+                    Some(batch.episodes.iter().map(|e| e.key.clone()).collect())
+                }
+                None => None,
+            };
+            let options = RldsOptions { fps, split, shards };
+            let dataset = RldsDataset::open(&path, &options)?;
+            if list {
+                let mut out = std::io::stdout().lock();
+                for mapping in dataset.mappings() {
+                    if !common.quiet {
+                        eprintln!(
+                            "{:40} {:32} -> {}",
+                            mapping.feature, mapping.tfds, mapping.reel
+                        );
+                    }
+                    writeln!(out, "{}", serde_json::to_string(&mapping)?)?;
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            if check {
+                return check_episodes(&dataset, common.jobs, common.quiet);
+            }
+            if !common.quiet {
+                eprintln!(
+                    "{}: RLDS {}, {} shards",
+                    dataset.name(),
+                    dataset.version(),
+                    dataset.shards().len()
+                );
+            }
+            let rate = dataset.fps()?;
+            run_import(&dataset, rate, common)
         }
     }
 }

@@ -115,21 +115,6 @@ struct RunArgs {
     quiet: bool,
 }
 
-fn batch_index(args: &RunArgs) -> anyhow::Result<usize> {
-    if let Some(i) = args.batch {
-        return Ok(i);
-    }
-    for var in ["JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID"] {
-        if let Ok(value) = std::env::var(var) {
-            return value
-                .trim()
-                .parse()
-                .with_context(|| format!("${var} is `{value}`, not a batch index"));
-        }
-    }
-    bail!("--batch is required (or $JOB_COMPLETION_INDEX / $SLURM_ARRAY_TASK_ID)")
-}
-
 fn run_batch(args: RunArgs) -> anyhow::Result<()> {
     let Some(store_uri) = &args.store else {
         bail!("--store is required");
@@ -156,7 +141,7 @@ fn run_batch(args: RunArgs) -> anyhow::Result<()> {
         (Some(path), None) => {
             let text = reel_cli::read_input(path)?;
             let plan = Plan::from_json(path, &text)?;
-            let index = batch_index(&args)?;
+            let index = reel_cli::batch_index(args.batch)?;
             let batch = BatchSpec::from_plan(&plan, index)?;
             let landing = args.landing.clone().unwrap_or_else(|| plan.landing.clone());
             (landing, batch, (plan.plan_id.clone(), index))

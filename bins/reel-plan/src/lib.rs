@@ -10,13 +10,14 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Parser;
 use reel_io::Store;
-use reel_pipeline::{BatchTarget, current_landing_keys, list_landing, make_plan};
+use reel_pipeline::{BatchTarget, current_landing_keys, list_landing, list_rlds_shards, make_plan};
 
 const EXAMPLES: &str = "\
 Examples:
   reel-plan landing/ -o plan.json --batches 4
   reel-plan 's3://robots/landing?region=eu-west-1' -o plan.json --batch-bytes 20GiB
-  reel-plan landing/ -o stale.json --stale-in store/ --pipeline-version 0.2.0";
+  reel-plan landing/ -o stale.json --stale-in store/ --pipeline-version 0.2.0
+  reel-plan --rlds ~/tensorflow_datasets/droid/1.0.0 -o droid-plan.json --batches 64";
 
 /// Bin-pack landing episodes into balanced ingest batches (first-fit decreasing by bytes).
 #[derive(Debug, Parser)]
@@ -34,6 +35,10 @@ pub struct Args {
     /// Batch capacity (first-fit decreasing): bytes, or a size such as 512MiB or 20GB.
     #[arg(long, value_parser = reel_cli::parse_size, value_name = "SIZE")]
     batch_bytes: Option<u64>,
+    /// Plan an RLDS build's TFRecord shards instead (LANDING is the build's version
+    /// folder), for `reel-import rlds --plan`.
+    #[arg(long, conflicts_with = "stale_in")]
+    rlds: bool,
     /// Leave out episodes whose canonical episode in this store is already of
     /// `--pipeline-version` (plan only the stale and the new).
     #[arg(long, requires = "pipeline_version")]
@@ -55,7 +60,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let landing =
         Store::open(&args.landing).with_context(|| format!("opening {}", args.landing))?;
-    let mut episodes = list_landing(&landing, "")?;
+    let mut episodes = match args.rlds {
+        true => list_rlds_shards(&landing)?,
+        false => list_landing(&landing, "")?,
+    };
     let listed = episodes.len();
     if let (Some(store), Some(version)) = (&args.stale_in, &args.pipeline_version) {
         let store = Store::open(store).with_context(|| format!("opening {store}"))?;

@@ -77,3 +77,42 @@ fn plans_a_landing_folder_into_balanced_batches() {
     assert_eq!(plan.batches[0].episodes.len(), 1);
     assert_eq!(plan.batches[0].bytes, largest_episode);
 }
+
+#[test]
+fn plans_an_rlds_build_s_shards() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let build = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/rlds/droid_mini/1.0.0");
+    let plan_path = dir.path().join("plan.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_reel-plan"))
+        .arg("--rlds")
+        .arg(build)
+        .arg("-o")
+        .arg(&plan_path)
+        .args(["--batches", "2"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan =
+        Plan::from_json("plan.json", &std::fs::read(&plan_path).expect("plan")).expect("parses");
+    let mut keys: Vec<&str> = plan
+        .batches
+        .iter()
+        .flat_map(|b| &b.episodes)
+        .map(|e| e.key.as_str())
+        .collect();
+    keys.sort_unstable();
+    // The shards, not dataset_info.json or features.json.
+    assert_eq!(
+        keys,
+        [
+            "droid_mini-train.tfrecord-00000-of-00002",
+            "droid_mini-train.tfrecord-00001-of-00002"
+        ]
+    );
+    assert_eq!(plan.batches.len(), 2);
+}

@@ -9,6 +9,8 @@
 //!   backtrace, whatever `RUST_BACKTRACE` says. Panics are bugs and keep Rust's own report.
 //! * [`parse_size`] reads byte counts with units (`512`, `64KiB`, `1.5GiB`, `10MB`, `2G`)
 //!   for clap's `value_parser`.
+//! * [`batch_index`] is the plan batch a worker runs: `--batch`, else its index in a
+//!   Kubernetes Indexed Job or a Slurm array.
 //! * [`progress_bar`] draws on stderr unless `-q/--quiet` was given.
 //! * [`read_input`] and [`read_text_input`] read a small input (plan, spec, config) from a
 //!   local path or a store URI (`s3://bucket/key?endpoint=…`) in one fetch;
@@ -30,12 +32,14 @@
 //! # Ok::<(), reel_cli::SizeError>(())
 //! ```
 
+mod array;
 mod docs;
 mod input;
 mod progress;
 mod report;
 mod size;
 
+pub use array::batch_index;
 pub use docs::{ManPageError, Shell, write_completions, write_man_pages};
 pub use input::{InputError, ManifestInputError, local_manifest, read_input, read_text_input};
 pub use progress::progress_bar;

@@ -1,6 +1,7 @@
 //! Existing robot-learning datasets into Reel: each episode of a LeRobot dataset
-//! ([`lerobot::Dataset`]) or of HDF5 files in the ALOHA or robomimic layout
-//! ([`hdf5::Hdf5Files`]) is read as a landing log ([`Source::landing_log`]), stored under
+//! ([`lerobot::Dataset`]), of HDF5 files in the ALOHA or robomimic layout
+//! ([`hdf5::Hdf5Files`]) or of an RLDS build (Open X-Embodiment, DROID, Bridge:
+//! [`rlds::RldsDataset`]) is read as a landing log ([`Source::landing_log`]), stored under
 //! the store's `landing/` prefix, and ingested by the same pipeline as a robot's own logs —
 //! canonical episode, quality checks, provenance stamp and warehouse row — on the
 //! episode's fps grid, so state and action values arrive unchanged.
@@ -25,6 +26,7 @@
 mod error;
 pub mod hdf5;
 pub mod lerobot;
+pub mod rlds;
 
 use std::collections::BTreeSet;
 
@@ -39,9 +41,14 @@ pub use lerobot::keys;
 
 /// A dataset Reel imports: its episodes, each read as a landing log.
 pub trait Source: Sync {
-    /// The dataset's name (the import's batch key derives from it).
+    /// The dataset's name.
     fn name(&self) -> &str;
-    /// What it is (`lerobot`, `hdf5`): its landing logs go under `landing/<kind>/`.
+    /// What the import's batch key derives from (default: the name). A source that is
+    /// one part of a dataset, imported beside the other parts, names its part.
+    fn batch_name(&self) -> &str {
+        self.name()
+    }
+    /// What it is (`lerobot`, `hdf5`, `rlds`): its landing logs go under `landing/<kind>/`.
     fn kind(&self) -> &'static str;
     /// Its episodes, in order.
     fn episodes(&self) -> Vec<SourceEpisode>;
@@ -175,7 +182,11 @@ pub fn import(
         })
         .collect::<Result<_>>()?;
     let batch = BatchSpec {
-        key: format!("import-{}-{}", source.kind(), batch_name(source.name())),
+        key: format!(
+            "import-{}-{}",
+            source.kind(),
+            batch_name(source.batch_name())
+        ),
         landing_keys: landed
             .iter()
             .filter(|l| l.status != "failed")
@@ -191,6 +202,48 @@ pub fn import(
         landed,
         ingest,
     })
+}
+
+/// What reading one episode of a dataset found, for [`check`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Checked {
+    /// Episode id in Reel.
+    pub episode_id: String,
+    /// Its streams' samples and pictures, when it read.
+    pub messages: usize,
+    /// Why it did not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Reads every episode of `source` into its landing log, episodes in parallel, and
+/// writes nothing: a dataset checked before an import (and the importer's own reading
+/// speed). Bad episodes are reported in the result; store failures end the run.
+pub fn check(source: &dyn Source, on_episode: &(dyn Fn(&Checked) + Sync)) -> Result<Vec<Checked>> {
+    source
+        .episodes()
+        .par_iter()
+        .enumerate()
+        .map(|(position, episode)| {
+            let checked = match source.landing_log(position) {
+                Ok(log) => Checked {
+                    episode_id: episode.id.clone(),
+                    messages: log.signals.iter().map(|s| s.samples.len()).sum::<usize>()
+                        + log.images.iter().map(|i| i.frames.len()).sum::<usize>()
+                        + log.videos.iter().map(|v| v.units.len()).sum::<usize>(),
+                    error: None,
+                },
+                Err(e) if e.kind() == ErrorKind::BadInput => Checked {
+                    episode_id: episode.id.clone(),
+                    messages: 0,
+                    error: Some(e.to_string()),
+                },
+                Err(e) => return Err(e),
+            };
+            on_episode(&checked);
+            Ok(checked)
+        })
+        .collect()
 }
 
 /// A dataset name as one path segment.

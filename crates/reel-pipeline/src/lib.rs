@@ -72,7 +72,8 @@ pub use enrich::{Enricher, LabelSet, MotionSegments, Segment};
 pub use episode::{EpisodeInfo, Landing, decode_landing, decode_recording, source_keys};
 pub use index::{episode_rows, row_of};
 pub use plan::{
-    BatchTarget, Plan, PlanBatch, PlanEpisode, bin_pack, list_landing, make_plan, start_jitter,
+    BatchTarget, Plan, PlanBatch, PlanEpisode, bin_pack, list_landing, list_rlds_shards, make_plan,
+    start_jitter,
 };
 pub use process::{process_episode, process_recording};
 pub use qc::{CameraStats, CheckKind, Finding, QcConfig, QcMetrics, QcReport, quality_check};

@@ -92,6 +92,20 @@ impl Plan {
     }
 }
 
+/// The TFRecord shards of an RLDS build (a TensorFlow Datasets version folder), with
+/// their sizes, sorted by key: a plan of shards, so that each worker of an array imports
+/// its batch's shards (`reel-import rlds --plan`).
+pub fn list_rlds_shards(store: &Store) -> Result<Vec<PlanEpisode>> {
+    let mut shards: Vec<PlanEpisode> = store
+        .list_recursive_sized("")?
+        .into_iter()
+        .filter(|(k, _)| !k.contains('/') && k.contains(".tfrecord-"))
+        .map(|(key, bytes)| PlanEpisode { key, bytes })
+        .collect();
+    shards.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(shards)
+}
+
 /// Landing episodes under `prefix` of `store`, with their sizes, sorted by key: the
 /// `*.mcap` objects directly under it, and the rosbag2 recordings in its folders (keyed by
 /// their `metadata.yaml`, sized by their `.db3` or `.mcap` files). One listing of the

@@ -17,3 +17,7 @@ pub const FPS: &str = source_keys::FPS;
 pub const INFO: &str = "lerobot.info";
 /// `meta/stats.json` as the dataset holds it (absent when the dataset has none).
 pub const STATS: &str = "lerobot.stats";
+/// The RLDS split an episode comes from (`train`…).
+pub const RLDS_SPLIT: &str = "rlds.split";
+/// `features.json` of the RLDS build, as it holds it.
+pub const RLDS_FEATURES: &str = "rlds.features";

@@ -1,4 +1,4 @@
-//! reel-import's integration tests, one binary: LeRobot datasets and HDF5 episodes
+//! reel-import's integration tests, one binary: LeRobot datasets, HDF5 episodes and RLDS builds
 //! imported into a store, and canonical episodes exported back out as LeRobot datasets.
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
@@ -7,3 +7,4 @@ mod common;
 mod export;
 mod hdf5;
 mod lerobot;
+mod rlds;
