@@ -335,6 +335,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             if check {
+                // Reading an episode needs its rate: one error, not one per episode.
+                dataset.fps()?;
                 return check_episodes(&dataset, common.jobs, common.quiet);
             }
             if !common.quiet {

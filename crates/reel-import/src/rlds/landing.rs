@@ -49,7 +49,8 @@ impl Target {
     pub(super) fn describe(&self) -> String {
         match self {
             Target::Signal { topic, kind, width } => {
-                format!("signal {topic} ({}, {width} values)", kind.as_str())
+                let values = if *width == 1 { "value" } else { "values" };
+                format!("signal {topic} ({}, {width} {values})", kind.as_str())
             }
             Target::Camera { topic, format } => format!(
                 "camera {topic} ({}, H.264 on ingest; left out of an episode whose has_<camera> is false)",
