@@ -68,11 +68,6 @@ impl Dtype {
             Self::Int64 | Self::Uint64 | Self::Float64 | Self::String => 8,
         }
     }
-
-    /// Whether every value of the type is an `f64` exactly (64-bit integers are, below 2^53).
-    pub fn exact_in_f64(self) -> bool {
-        !matches!(self, Self::Int64 | Self::Uint64 | Self::String)
-    }
 }
 
 /// How a `Tensor` is stored in a record.

@@ -32,7 +32,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result, Source, SourceEpisode};
 pub use features::{Dtype, FeatureSpec, ImageFormat, Leaf, TensorEncoding};
-pub use tfrecord::frame as frame_record;
 
 /// Frame rates of datasets whose builds do not record theirs, by the start of the
 /// dataset's name: DROID records at 15 Hz, BridgeData V2 at 5 Hz (their papers).

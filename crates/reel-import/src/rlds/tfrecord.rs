@@ -25,8 +25,9 @@ pub(crate) fn masked_crc(data: &[u8]) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
-/// Frames `data` as one TFRecord record (tests and fixtures write shards with it).
-pub fn frame(data: &[u8]) -> Vec<u8> {
+/// Frames `data` as one TFRecord record, as TensorFlow's writer does.
+#[cfg(test)]
+fn frame(data: &[u8]) -> Vec<u8> {
     let length = (data.len() as u64).to_le_bytes();
     let mut out = Vec::with_capacity(data.len() + 16);
     out.extend_from_slice(&length);
