@@ -240,14 +240,21 @@ fn check_episodes(
         quiet,
     );
     let stdout = Mutex::new(std::io::stdout());
+    let output_failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.unwrap_or(0))
         .build()?;
     let checked = pool.install(|| {
         reel_import::check(source, &|episode| {
-            if let Ok(line) = serde_json::to_string(episode) {
-                let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = writeln!(out, "{line}");
+            let written = serde_json::to_string(episode)
+                .map_err(anyhow::Error::from)
+                .and_then(|line| {
+                    let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+                    writeln!(out, "{line}").map_err(anyhow::Error::from)
+                });
+            if let Err(e) = written {
+                let mut failure = output_failure.lock().unwrap_or_else(|p| p.into_inner());
+                failure.get_or_insert(e);
             }
             if let Some(error) = &episode.error {
                 bar.suspend(|| eprintln!("{}: {error}", episode.episode_id));
@@ -256,6 +263,12 @@ fn check_episodes(
         })
     })?;
     bar.finish_and_clear();
+    if let Some(e) = output_failure
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+    {
+        return Err(e.context("writing the JSON lines to stdout"));
+    }
     let failed = checked.iter().filter(|c| c.error.is_some()).count();
     if !quiet {
         let messages: usize = checked.iter().map(|c| c.messages).sum();
