@@ -24,6 +24,7 @@
 //! ```
 
 mod error;
+mod grid;
 pub mod hdf5;
 pub mod lerobot;
 pub mod rlds;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use reel_mcap::{Sample, SignalKind, SignalStream};
+use reel_mcap::{SignalKind, SignalStream};
 
 use super::episode::Episode;
 use crate::{Error, Result};
@@ -17,34 +17,10 @@ pub(super) fn signal(
     values: Vec<Vec<f64>>,
     period_ns: u64,
 ) -> SignalStream {
-    SignalStream {
-        topic: topic.to_owned(),
-        group: String::new(),
-        kind,
-        fields,
-        source_schema: "hdf5".into(),
-        samples: values
-            .into_iter()
-            .enumerate()
-            .map(|(i, values)| {
-                let t = i as u64 * period_ns;
-                Sample {
-                    log_time: t,
-                    publish_time: t,
-                    stamp_ns: t,
-                    values,
-                }
-            })
-            .collect(),
-    }
+    crate::grid::grid_signal(topic, kind, fields, values, period_ns, "hdf5")
 }
 
-pub(super) fn numbered(prefix: &str, count: usize) -> Vec<String> {
-    if count == 1 {
-        return vec![prefix.to_owned()];
-    }
-    (0..count).map(|i| format!("{prefix}.{i}")).collect()
-}
+pub(super) use crate::grid::numbered;
 
 /// Checks every stream of an episode has `frames` rows.
 pub(super) fn same_length(path: &Path, what: &str, rows: usize, frames: usize) -> Result<()> {

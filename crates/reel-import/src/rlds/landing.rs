@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use reel_landing::{LandingImage, LandingImages, LandingLog};
-use reel_mcap::{Sample, SignalKind, SignalStream};
+use reel_mcap::SignalKind;
 
 use super::example::{self, Kind};
 use super::features::{Dtype, FeatureSpec, ImageFormat, Leaf};
 use super::values;
+use crate::grid::{grid_signal, numbered};
 use crate::{Error, Result, keys};
 
 /// The most values a step's tensor may hold to become a signal: larger tensors are
@@ -185,14 +186,6 @@ fn picture_format(bytes: &[u8]) -> Option<ImageFormat> {
     }
 }
 
-/// Numbered value names: `joint_position.0`…, or the name alone for one value.
-fn numbered(name: &str, count: usize) -> Vec<String> {
-    if count == 1 {
-        return vec![name.to_owned()];
-    }
-    (0..count).map(|i| format!("{name}.{i}")).collect()
-}
-
 /// Record text of one value per item: the value when every item has the same, else the
 /// values as a JSON list; `None` when all are empty.
 fn text_value(items: &[Bytes]) -> Option<String> {
@@ -303,26 +296,14 @@ pub(super) fn landing_log(
         match target {
             Target::Signal { topic, kind, width } => {
                 let rows = values::numbers(leaf, &list, steps).map_err(context)?;
-                signals.push(SignalStream {
-                    topic,
-                    group: String::new(),
+                signals.push(grid_signal(
+                    &topic,
                     kind,
-                    fields: numbered(leaf.name(), width),
-                    source_schema: "rlds".into(),
-                    samples: rows
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, values)| {
-                            let t = i as u64 * period_ns;
-                            Sample {
-                                log_time: t,
-                                publish_time: t,
-                                stamp_ns: t,
-                                values,
-                            }
-                        })
-                        .collect(),
-                });
+                    numbered(leaf.name(), width),
+                    rows,
+                    period_ns,
+                    "rlds",
+                ));
             }
             Target::Camera { topic, format } => {
                 if absent_cameras.iter().any(|c| c == leaf.name()) {

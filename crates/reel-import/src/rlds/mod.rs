@@ -309,9 +309,13 @@ impl RldsDataset {
         format!("{}_{}_{index:06}", clean(&self.name), clean(split))
     }
 
-    fn shard_of(&self, position: usize) -> Option<&Shard> {
+    /// The shard holding episode `position`, and its index.
+    fn shard_of(&self, position: usize) -> Option<(usize, &Shard)> {
         let at = self.shards.partition_point(|s| s.first + s.len <= position);
-        self.shards.get(at).filter(|s| position >= s.first)
+        self.shards
+            .get(at)
+            .filter(|s| position >= s.first)
+            .map(|s| (at, s))
     }
 
     /// The record offsets of shard `index`, walked once and kept for the next episodes.
@@ -337,13 +341,14 @@ impl RldsDataset {
         Ok(walked)
     }
 
-    /// Where record `k` of `shard` starts: an error naming the shard when damage before
-    /// it hides it, or when the shard does not hold the records `dataset_info.json` says.
-    fn record_offset(&self, index: usize, shard: &Shard, k: usize) -> Result<u64> {
+    /// Where record `k` of `shard` starts and its length: an error naming the shard when
+    /// damage before it hides it, or when the shard does not hold the records
+    /// `dataset_info.json` says.
+    fn record_place(&self, index: usize, shard: &Shard, k: usize) -> Result<(u64, u64)> {
         let walked = self.offsets_of(index, shard)?;
         match (&walked.damage, walked.offsets.get(k)) {
             (_, Some(&offset)) if walked.damage.is_some() || walked.offsets.len() == shard.len => {
-                Ok(offset)
+                Ok((offset, walked.lengths[k]))
             }
             (Some(damage), None) => Err(Error::dataset(
                 self.store.object_uri(&shard.key),
@@ -393,14 +398,13 @@ impl Source for RldsDataset {
     }
 
     fn landing_log(&self, position: usize) -> Result<LandingLog> {
-        let shard = self
+        let (index, shard) = self
             .shard_of(position)
             .ok_or_else(|| Error::dataset(&self.name, format!("no episode {position}")))?;
-        let index = self.shards.partition_point(|s| s.first + s.len <= position);
         let k = position - shard.first;
-        let offset = self.record_offset(index, shard, k)?;
+        let (offset, length) = self.record_place(index, shard, k)?;
         let source = self.store.source(&shard.key);
-        let record = tfrecord::read_record(&source, offset, k)?;
+        let record = tfrecord::read_record(&source, offset, length, k)?;
         let index_in_split = shard.first_in_split + k;
         let episode = landing::EpisodeContext {
             record_name: format!("{} record {k}", self.store.object_uri(&shard.key)),

@@ -44,6 +44,8 @@ fn frame(data: &[u8]) -> Vec<u8> {
 pub(crate) struct ShardIndex {
     /// Offsets of the records before any damage.
     pub offsets: Vec<u64>,
+    /// Their lengths, checked against their checksums.
+    pub lengths: Vec<u64>,
     /// What stopped the walk early: the records after it cannot be found.
     pub damage: Option<Error>,
 }
@@ -58,6 +60,7 @@ pub(crate) fn record_offsets(source: &dyn ByteSource) -> Result<ShardIndex> {
         match record_length(source, offset, index.offsets.len(), len) {
             Ok(length) => {
                 index.offsets.push(offset);
+                index.lengths.push(length);
                 offset += HEADER + length + FOOTER;
             }
             Err(e) if e.kind() == ErrorKind::BadInput => {
@@ -70,11 +73,14 @@ pub(crate) fn record_offsets(source: &dyn ByteSource) -> Result<ShardIndex> {
     Ok(index)
 }
 
-/// The record at `offset` (the `index`-th of its shard, for errors), its checksums
-/// checked.
-pub(crate) fn read_record(source: &dyn ByteSource, offset: u64, index: usize) -> Result<Bytes> {
-    let len = source.len()?;
-    let length = record_length(source, offset, index, len)?;
+/// The record at `offset` of `length` bytes, as the shard's [`ShardIndex`] found it (the
+/// `index`-th of its shard, for errors): one read, its checksum checked.
+pub(crate) fn read_record(
+    source: &dyn ByteSource,
+    offset: u64,
+    length: u64,
+    index: usize,
+) -> Result<Bytes> {
     let start = offset + HEADER;
     let framed = source.read_range(start..start + length + FOOTER)?;
     let (data, crc) = framed.split_at(length as usize);
@@ -162,8 +168,9 @@ mod tests {
         index
             .offsets
             .iter()
+            .zip(&index.lengths)
             .enumerate()
-            .map(|(i, &at)| read_record(&source, at, i))
+            .map(|(i, (&at, &length))| read_record(&source, at, length, i))
             .collect()
     }
 

@@ -8,6 +8,8 @@ use arrow_array::{Array, RecordBatch};
 use reel_import::ImportReport;
 use reel_io::{MmapSource, Store};
 use reel_mcap::EpisodeReader;
+use reel_video::quality::psnr;
+use reel_video::{H264Decoder, RgbConversion};
 
 /// An episode's `source_*` warehouse columns, read with arrow-rs from the part the
 /// import's index step wrote.
@@ -70,4 +72,26 @@ pub fn canonical(store: &Store, episode_id: &str) -> EpisodeReader<MmapSource> {
         .unwrap()
         .unwrap();
     EpisodeReader::open(MmapSource::open(&path).unwrap()).unwrap()
+}
+
+/// The worst PSNR of a canonical camera against the packed RGB pictures of `width` x
+/// `height` in `reference`, frame `i` at `i * period` ns.
+pub fn worst_psnr(
+    reader: &EpisodeReader<MmapSource>,
+    topic: &str,
+    reference: &std::path::Path,
+    (width, height): (usize, usize),
+    period: u64,
+) -> f64 {
+    let expected = std::fs::read(reference).unwrap();
+    let frame_len = width * height * 3;
+    let frames = expected.len() / frame_len;
+    let times: Vec<u64> = (0..frames as u64).map(|i| i * period).collect();
+    let mut decoder = H264Decoder::with_conversion(RgbConversion::Accurate).unwrap();
+    let got = reader.frames_at(topic, &times, &mut decoder, None).unwrap();
+    assert_eq!(got.len(), frames, "{topic}");
+    got.iter()
+        .enumerate()
+        .map(|(i, f)| psnr(&expected[i * frame_len..(i + 1) * frame_len], &f.data))
+        .fold(f64::INFINITY, f64::min)
 }

@@ -4,14 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::canonical;
+use crate::common::{canonical, worst_psnr};
 use reel_import::hdf5::{Hdf5Files, Mapping};
 use reel_import::{ImportReport, Source, config_for, default_config, import};
-use reel_io::{MmapSource, Store};
-use reel_mcap::{EpisodeReader, SignalKind};
+use reel_io::Store;
+use reel_mcap::SignalKind;
 use reel_pipeline::RunOptions;
-use reel_video::quality::psnr;
-use reel_video::{H264Decoder, RgbConversion};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -39,26 +37,6 @@ fn run(files: &[PathBuf], store: &Store) -> (Hdf5Files, ImportReport) {
     let config = config_for(set.fps().unwrap(), &default_config());
     let report = import(&set, store, config, &RunOptions::default(), &|_| {}).unwrap();
     (set, report)
-}
-
-/// The worst PSNR of a canonical camera against the pictures in `reference`.
-fn worst_psnr(
-    reader: &EpisodeReader<MmapSource>,
-    topic: &str,
-    reference: &Path,
-    period: u64,
-) -> f64 {
-    let expected = std::fs::read(reference).unwrap();
-    let frame_len = 32 * 24 * 3;
-    let frames = expected.len() / frame_len;
-    let times: Vec<u64> = (0..frames as u64).map(|i| i * period).collect();
-    let mut decoder = H264Decoder::with_conversion(RgbConversion::Accurate).unwrap();
-    let got = reader.frames_at(topic, &times, &mut decoder, None).unwrap();
-    assert_eq!(got.len(), frames);
-    got.iter()
-        .enumerate()
-        .map(|(i, f)| psnr(&expected[i * frame_len..(i + 1) * frame_len], &f.data))
-        .fold(f64::INFINITY, f64::min)
 }
 
 #[test]
@@ -106,7 +84,7 @@ fn aloha_files_raw_and_jpeg_import_with_exact_values() {
         for camera in ["top", "angle"] {
             let topic = format!("/observations/images/{camera}");
             let reference = fixture(&format!("{stem}.{camera}.rgb"));
-            let worst = worst_psnr(&reader, &topic, &reference, 20_000_000);
+            let worst = worst_psnr(&reader, &topic, &reference, (32, 24), 20_000_000);
             eprintln!("{stem} {camera}: worst frame {worst:.1} dB");
             // Raw pictures against themselves: the canonical H.264 is 4:2:0, and these 32x24
             // pictures with a saturated block lose to chroma subsampling what larger camera
@@ -159,7 +137,13 @@ fn robomimic_demos_become_episodes_at_the_control_rate() {
             Some("state")
         );
         let reference = fixture(&format!("robomimic.demo_{d}.rgb"));
-        let worst = worst_psnr(&reader, "/obs/agentview_image", &reference, 50_000_000);
+        let worst = worst_psnr(
+            &reader,
+            "/obs/agentview_image",
+            &reference,
+            (32, 24),
+            50_000_000,
+        );
         eprintln!("demo_{d}: worst frame {worst:.1} dB");
         assert!(worst >= 35.0, "demo_{d}: {worst:.1} dB");
     }
@@ -242,7 +226,7 @@ fn another_layout_imports_through_a_toml_mapping() {
         assert_eq!(kind("/joints").as_deref(), Some("state"));
         assert_eq!(kind("/gripper/command").as_deref(), Some("action"));
         let reference = fixture(&format!("custom.ep_{e}.rgb"));
-        let worst = worst_psnr(&reader, "/wrist_rgb", &reference, 33_333_333);
+        let worst = worst_psnr(&reader, "/wrist_rgb", &reference, (32, 24), 33_333_333);
         assert!(worst >= 35.0, "ep_{e}: {worst:.1} dB");
     }
 

@@ -5,17 +5,16 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{canonical, warehouse_sources};
+use crate::common::{canonical, warehouse_sources, worst_psnr};
 use reel_import::rlds::{RldsDataset, RldsOptions};
 use reel_import::{ImportReport, Source, config_for, default_config, import};
 use reel_io::{MmapSource, Store};
 use reel_mcap::{EpisodeReader, SignalKind};
 use reel_pipeline::RunOptions;
-use reel_video::quality::psnr;
-use reel_video::{H264Decoder, RgbConversion};
 use serde_json::Value;
 
-const FRAME_BYTES: usize = 48 * 32 * 3;
+/// The fixtures' pictures: width, height.
+const PICTURE: (usize, usize) = (48, 32);
 /// The worst frame's PSNR a JPEG camera keeps through the import (see its use).
 const JPEG_FLOOR_DB: f64 = 31.0;
 
@@ -60,25 +59,6 @@ fn run(dataset: &RldsDataset, store: &Store) -> ImportReport {
 
 fn open(name: &str, options: &RldsOptions) -> RldsDataset {
     RldsDataset::open(build(name).to_str().unwrap(), options).unwrap()
-}
-
-/// The worst PSNR of a canonical camera against TFDS's decode of the same pictures.
-fn worst_psnr(
-    reader: &EpisodeReader<MmapSource>,
-    topic: &str,
-    reference: &Path,
-    period: u64,
-) -> f64 {
-    let expected = std::fs::read(reference).unwrap();
-    let frames = expected.len() / FRAME_BYTES;
-    let times: Vec<u64> = (0..frames as u64).map(|i| i * period).collect();
-    let mut decoder = H264Decoder::with_conversion(RgbConversion::Accurate).unwrap();
-    let got = reader.frames_at(topic, &times, &mut decoder, None).unwrap();
-    assert_eq!(got.len(), frames, "{topic}");
-    got.iter()
-        .enumerate()
-        .map(|(i, f)| psnr(&expected[i * FRAME_BYTES..(i + 1) * FRAME_BYTES], &f.data))
-        .fold(f64::INFINITY, f64::min)
 }
 
 /// Checks every numeric feature TFDS returned against the canonical episode's topic of
@@ -195,6 +175,7 @@ fn a_droid_build_imports_with_tfds_s_values_and_pictures() {
                 &reader,
                 &topic,
                 &reference(&format!("droid_mini.{e}.{camera}.rgb")),
+                PICTURE,
                 66_666_667,
             );
             eprintln!("droid_mini {e} {camera}: worst frame {worst:.1} dB");
@@ -242,7 +223,7 @@ fn bridge_s_absent_cameras_are_left_out_and_float32_kept_exactly() {
             );
             if has {
                 let file = reference(&format!("bridge_mini.{}.image_{k}.rgb", episode.index));
-                let worst = worst_psnr(&reader, &topic, &file, 200_000_000);
+                let worst = worst_psnr(&reader, &topic, &file, PICTURE, 200_000_000);
                 eprintln!(
                     "bridge_mini {} image_{k}: worst frame {worst:.1} dB",
                     episode.index
@@ -324,7 +305,7 @@ fn odd_dtypes_and_encodings_read_as_tfds_reads_them() {
             want["metadata"]["seed"][0].to_string()
         );
         let file = reference(&format!("generic_mini.{}.camera.rgb", episode.index));
-        let worst = worst_psnr(&reader, "/observation/camera", &file, 100_000_000);
+        let worst = worst_psnr(&reader, "/observation/camera", &file, PICTURE, 100_000_000);
         eprintln!(
             "generic_mini {} camera (PNG): worst frame {worst:.1} dB",
             episode.index
