@@ -57,6 +57,20 @@ fn run(dataset: &RldsDataset, store: &Store) -> ImportReport {
     import(dataset, store, config, &RunOptions::default(), &|_| {}).unwrap()
 }
 
+/// `dataset` imported into a new store, every episode landed and none quarantined.
+fn import_cleanly(dataset: &RldsDataset) -> (tempfile::TempDir, Store, ImportReport) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let report = run(dataset, &store);
+    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
+    assert!(
+        report.ingest.quarantined.is_empty(),
+        "{:?}",
+        report.ingest.quarantined
+    );
+    (dir, store, report)
+}
+
 fn open(name: &str, options: &RldsOptions) -> RldsDataset {
     RldsDataset::open(build(name).to_str().unwrap(), options).unwrap()
 }
@@ -96,15 +110,7 @@ fn a_droid_build_imports_with_tfds_s_values_and_pictures() {
     let dataset = open("droid_mini", &RldsOptions::default());
     assert_eq!(dataset.fps().unwrap(), 15.0, "DROID's rate, known by name");
     assert_eq!(dataset.shards().len(), 2);
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
-    let report = run(&dataset, &store);
-    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
-    assert!(
-        report.ingest.quarantined.is_empty(),
-        "{:?}",
-        report.ingest.quarantined
-    );
+    let (_dir, store, report) = import_cleanly(&dataset);
     let sources = warehouse_sources(&store, &report);
     let want = expected("droid_mini");
     let episodes = dataset.episodes();
@@ -191,15 +197,7 @@ fn a_droid_build_imports_with_tfds_s_values_and_pictures() {
 fn bridge_s_absent_cameras_are_left_out_and_float32_kept_exactly() {
     let dataset = open("bridge_mini", &RldsOptions::default());
     assert_eq!(dataset.fps().unwrap(), 5.0, "Bridge's rate, known by name");
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
-    let report = run(&dataset, &store);
-    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
-    assert!(
-        report.ingest.quarantined.is_empty(),
-        "{:?}",
-        report.ingest.quarantined
-    );
+    let (_dir, store, _) = import_cleanly(&dataset);
     for (episode, want) in dataset.episodes().iter().zip(expected("bridge_mini")) {
         let reader = canonical(&store, &episode.id);
         assert_eq!(assert_values(&reader, &want, &[]), 7, "{}", episode.id);
@@ -269,15 +267,7 @@ fn odd_dtypes_and_encodings_read_as_tfds_reads_them() {
         "record rlds.episode_metadata.seed"
     );
     assert!(reel_of("steps/observation/camera").starts_with("camera /observation/camera (PNG"));
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
-    let report = run(&dataset, &store);
-    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
-    assert!(
-        report.ingest.quarantined.is_empty(),
-        "{:?}",
-        report.ingest.quarantined
-    );
+    let (_dir, store, _) = import_cleanly(&dataset);
     for (episode, want) in dataset.episodes().iter().zip(expected("generic_mini")) {
         let reader = canonical(&store, &episode.id);
         // int8 matrices, bools, uint16, float16, uint64 past 2^32, zlib float32, float64 as
