@@ -8,6 +8,12 @@
 #
 # With --store s3://… and no endpoint (in the URI or AWS_ENDPOINT_URL), the job
 # starts an S3-compatible server (s3s-fs) on loopback for its own run.
+#
+# The job's episodes are robot logs made by reel-synth. Existing datasets take the
+# same path from landing on, through reel-import (README, "Using the crates"):
+# `reel-import lerobot|hdf5|rlds|zarr … --store STORE`, then compact, curate, load
+# as below; `reel-plan --rlds` / `--zarr` split a large RLDS build or Zarr replay
+# buffer into the batches of a Slurm array.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

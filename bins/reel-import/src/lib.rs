@@ -1,5 +1,6 @@
 //! `reel-import`: an existing dataset into a store (a local folder or `s3://…`): each
-//! episode as a landing log under `landing/lerobot/`, `landing/hdf5/` or `landing/rlds/`,
+//! episode as a landing log under `landing/lerobot/`, `landing/hdf5/`, `landing/rlds/` or
+//! `landing/zarr/`,
 //! then ingested into
 //! a canonical episode and its warehouse row, episodes in parallel.
 //!
@@ -19,6 +20,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use reel_import::hdf5::{Hdf5Files, Mapping};
 use reel_import::rlds::{RldsDataset, RldsOptions};
+use reel_import::zarr::{ZarrOptions, ZarrReplayBuffer};
 use reel_import::{ImportEvent, Source, config_for, import, lerobot::Dataset};
 use reel_io::Store;
 use reel_pipeline::{Event, PIPELINE_VERSION, PipelineConfig, Plan, RunOptions};
@@ -34,7 +36,10 @@ Examples:
   reel-import rlds --list ~/tensorflow_datasets/droid/1.0.0
   reel-import rlds ~/tensorflow_datasets/droid/1.0.0 --store store/
   reel-import rlds ~/tensorflow_datasets/droid/1.0.0 --plan droid-plan.json --store store/   # in a Slurm array
-  reel-import rlds s3://oxe/bridge_dataset/1.0.0 --split train --store s3://robots/store";
+  reel-import rlds s3://oxe/bridge_dataset/1.0.0 --split train --store s3://robots/store
+  reel-import zarr --list data/pusht/pusht_cchi_v7_replay.zarr
+  reel-import zarr data/pusht/pusht_cchi_v7_replay.zarr --fps 10 --store store/
+  reel-import zarr umi/cup_in_the_wild.zarr.zip --fps 60 --plan umi-plan.json --store store/   # in a Slurm array";
 
 /// Import existing datasets into a Reel store: canonical episodes, quality checks,
 /// provenance and warehouse rows, resumable.
@@ -110,12 +115,40 @@ enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// A Zarr replay buffer as Diffusion Policy and UMI write it (Zarr v2 or v3, a folder
+    /// or a `.zip`): `data/<key>` arrays of a row per step and `meta/episode_ends`.
+    /// `[steps, height, width, 3]` arrays become cameras, the others signals at --fps
+    /// (`--list` shows the mapping).
+    #[command(after_help = EXAMPLES)]
+    Zarr {
+        /// The buffer: a folder, or a zip of one (UMI's `.zarr.zip`).
+        path: std::path::PathBuf,
+        /// Frames per second (replay buffers do not record theirs; needed but with --list).
+        #[arg(long)]
+        fps: Option<f64>,
+        /// Print how each array maps (one JSON line each on stdout) and import nothing.
+        #[arg(long)]
+        list: bool,
+        /// Read every episode (chunks, values, pictures) and write nothing: one JSON line
+        /// per episode on stdout; exits 1 when any episode does not read.
+        #[arg(long, conflicts_with = "list")]
+        check: bool,
+        /// Import only one batch of episodes of a plan made by `reel-plan --zarr` (a path
+        /// or store URI).
+        #[arg(long)]
+        plan: Option<String>,
+        /// The plan's batch (default: $JOB_COMPLETION_INDEX or $SLURM_ARRAY_TASK_ID).
+        #[arg(long, requires = "plan")]
+        batch: Option<usize>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
 }
 
 #[derive(Debug, clap::Args)]
 struct CommonArgs {
     /// Output store: landing logs, canonical episodes, warehouse, state (required but
-    /// with `rlds --list`).
+    /// with `--list` and `--check`).
     #[arg(long)]
     store: Option<String>,
     /// Ingest settings (`resample` rates are set to the dataset's fps; without this file,
@@ -285,6 +318,33 @@ fn check_episodes(
     })
 }
 
+/// The episode keys of batch `batch` of the plan at `input`.
+fn plan_batch_keys(input: &str, batch: Option<usize>) -> anyhow::Result<Vec<String>> {
+    let plan = Plan::from_json(input, &reel_cli::read_input(input)?)?;
+    let index = reel_cli::batch_index(batch)?;
+    let batch = plan
+        .batches
+        .get(index)
+        .with_context(|| format!("{input}: no batch {index} (it has {})", plan.batches.len()))?;
+    Ok(batch.episodes.iter().map(|e| e.key.clone()).collect())
+}
+
+/// Prints each mapping as a JSON line on stdout, and as a line of text on stderr.
+fn print_mappings<T: serde::Serialize>(
+    mappings: &[T],
+    text: impl Fn(&T) -> String,
+    quiet: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    for mapping in mappings {
+        if !quiet {
+            eprintln!("{}", text(mapping));
+        }
+        writeln!(out, "{}", serde_json::to_string(mapping)?)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs one import.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     reel_video::quiet_ffmpeg_logs();
@@ -322,30 +382,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             common,
         } => {
             let shards = match &plan {
-                Some(input) => {
-                    let plan = Plan::from_json(input, &reel_cli::read_input(input)?)?;
-                    let index = reel_cli::batch_index(batch)?;
-                    let batch = plan.batches.get(index).with_context(|| {
-                        format!("{input}: no batch {index} (it has {})", plan.batches.len())
-                    })?;
-                    Some(batch.episodes.iter().map(|e| e.key.clone()).collect())
-                }
+                Some(input) => Some(plan_batch_keys(input, batch)?),
                 None => None,
             };
             let options = RldsOptions { fps, split, shards };
             let dataset = RldsDataset::open(&path, &options)?;
             if list {
-                let mut out = std::io::stdout().lock();
-                for mapping in dataset.mappings() {
-                    if !common.quiet {
-                        eprintln!(
-                            "{:40} {:32} -> {}",
-                            mapping.feature, mapping.tfds, mapping.reel
-                        );
-                    }
-                    writeln!(out, "{}", serde_json::to_string(&mapping)?)?;
-                }
-                return Ok(ExitCode::SUCCESS);
+                return print_mappings(
+                    &dataset.mappings(),
+                    |m| format!("{:40} {:32} -> {}", m.feature, m.tfds, m.reel),
+                    common.quiet,
+                );
             }
             if check {
                 // Reading an episode needs its rate: one error, not one per episode.
@@ -362,6 +409,41 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let rate = dataset.fps()?;
             run_import(&dataset, rate, common)
+        }
+        Command::Zarr {
+            path,
+            fps,
+            list,
+            check,
+            plan,
+            batch,
+            common,
+        } => {
+            let episodes = match &plan {
+                Some(input) => Some(plan_batch_keys(input, batch)?),
+                None => None,
+            };
+            let buffer = ZarrReplayBuffer::open(&path, &ZarrOptions { fps, episodes })?;
+            if list {
+                return print_mappings(
+                    &buffer.mappings(),
+                    |m| format!("{:32} {:40} -> {}", m.array, m.zarr, m.reel),
+                    common.quiet,
+                );
+            }
+            let rate = buffer.fps()?;
+            if check {
+                return check_episodes(&buffer, common.jobs, common.quiet);
+            }
+            if !common.quiet {
+                eprintln!(
+                    "{}: {}, {} steps",
+                    buffer.name(),
+                    buffer.revision(),
+                    buffer.steps()
+                );
+            }
+            run_import(&buffer, rate, common)
         }
     }
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use reel_import::zarr::{ZarrOptions, ZarrReplayBuffer};
 use reel_io::Store;
 use reel_pipeline::{BatchTarget, current_landing_keys, list_landing, list_rlds_shards, make_plan};
 
@@ -17,7 +18,8 @@ Examples:
   reel-plan landing/ -o plan.json --batches 4
   reel-plan 's3://robots/landing?region=eu-west-1' -o plan.json --batch-bytes 20GiB
   reel-plan landing/ -o stale.json --stale-in store/ --pipeline-version 0.2.0
-  reel-plan --rlds ~/tensorflow_datasets/droid/1.0.0 -o droid-plan.json --batches 64";
+  reel-plan --rlds ~/tensorflow_datasets/droid/1.0.0 -o droid-plan.json --batches 64
+  reel-plan --zarr umi/cup_in_the_wild.zarr.zip -o umi-plan.json --batches 16";
 
 /// Bin-pack landing episodes into balanced ingest batches (first-fit decreasing by bytes).
 #[derive(Debug, Parser)]
@@ -39,6 +41,10 @@ pub struct Args {
     /// folder), for `reel-import rlds --plan`.
     #[arg(long, conflicts_with = "stale_in")]
     rlds: bool,
+    /// Plan a Zarr replay buffer's episodes instead (LANDING is the buffer: a folder or a
+    /// `.zip`), sized by their steps' bytes, for `reel-import zarr --plan`.
+    #[arg(long, conflicts_with_all = ["stale_in", "rlds"])]
+    zarr: bool,
     /// Leave out episodes whose canonical episode in this store is already of
     /// `--pipeline-version` (plan only the stale and the new).
     #[arg(long, requires = "pipeline_version")]
@@ -58,11 +64,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, None) => BatchTarget::Count(1),
         (Some(_), Some(_)) => bail!("give --batches or --batch-bytes, not both"),
     };
-    let landing =
-        Store::open(&args.landing).with_context(|| format!("opening {}", args.landing))?;
-    let mut episodes = match args.rlds {
-        true => list_rlds_shards(&landing)?,
-        false => list_landing(&landing, "")?,
+    let mut episodes = if args.zarr {
+        let options = ZarrOptions::default();
+        ZarrReplayBuffer::open(std::path::Path::new(&args.landing), &options)?.plan_episodes()
+    } else {
+        let landing =
+            Store::open(&args.landing).with_context(|| format!("opening {}", args.landing))?;
+        match args.rlds {
+            true => list_rlds_shards(&landing)?,
+            false => list_landing(&landing, "")?,
+        }
     };
     let listed = episodes.len();
     if let (Some(store), Some(version)) = (&args.stale_in, &args.pipeline_version) {

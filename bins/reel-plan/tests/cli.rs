@@ -116,3 +116,51 @@ fn plans_an_rlds_build_s_shards() {
     );
     assert_eq!(plan.batches.len(), 2);
 }
+
+#[test]
+fn plans_a_zarr_buffer_s_episodes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let buffer = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/zarr/umi_v2.zarr.zip");
+    let plan_path = dir.path().join("plan.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_reel-plan"))
+        .arg("--zarr")
+        .arg(buffer)
+        .arg("-o")
+        .arg(&plan_path)
+        .args(["--batches", "2"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan =
+        Plan::from_json("plan.json", &std::fs::read(&plan_path).expect("plan")).expect("parses");
+    let mut episodes: Vec<(&str, u64)> = plan
+        .batches
+        .iter()
+        .flat_map(|b| &b.episodes)
+        .map(|e| (e.key.as_str(), e.bytes))
+        .collect();
+    episodes.sort_unstable();
+    // UMI's episodes of 6, 8 and 5 steps; a step is two 48x32 RGB pictures and 21 numbers
+    // (3 + 3 + 1 float32, 6 + 6 float64).
+    let step = 2 * 48 * 32 * 3 + 7 * 4 + 12 * 8;
+    assert_eq!(
+        episodes,
+        [
+            ("umi_v2_000000", 6 * step),
+            ("umi_v2_000001", 8 * step),
+            ("umi_v2_000002", 5 * step)
+        ]
+    );
+    // Balanced: the 8-step episode alone, the other two together.
+    assert_eq!(plan.batches.len(), 2);
+    assert!(
+        plan.batches
+            .iter()
+            .any(|b| b.episodes.len() == 1 && b.bytes == 8 * step)
+    );
+}

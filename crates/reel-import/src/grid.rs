@@ -3,6 +3,10 @@
 
 use reel_mcap::{Sample, SignalKind, SignalStream};
 
+/// The most values a step's tensor may hold to become a signal: larger ones are pictures
+/// or maps stored as numbers (some datasets keep depth so), not a signal's values.
+pub(crate) const MAX_SIGNAL_VALUES: usize = 4096;
+
 /// A signal stream of `values` (one row a frame) on the grid from 0; `source_schema`
 /// names where it came from (`hdf5`, `rlds`).
 pub(crate) fn grid_signal(

@@ -1,7 +1,8 @@
 //! Existing robot-learning datasets into Reel: each episode of a LeRobot dataset
 //! ([`lerobot::Dataset`]), of HDF5 files in the ALOHA or robomimic layout
-//! ([`hdf5::Hdf5Files`]) or of an RLDS build (Open X-Embodiment, DROID, Bridge:
-//! [`rlds::RldsDataset`]) is read as a landing log ([`Source::landing_log`]), stored under
+//! ([`hdf5::Hdf5Files`]), of an RLDS build (Open X-Embodiment, DROID, Bridge:
+//! [`rlds::RldsDataset`]) or of a Zarr replay buffer (Diffusion Policy, UMI:
+//! [`zarr::ZarrReplayBuffer`]) is read as a landing log ([`Source::landing_log`]), stored under
 //! the store's `landing/` prefix, and ingested by the same pipeline as a robot's own logs —
 //! canonical episode, quality checks, provenance stamp and warehouse row — on the
 //! episode's fps grid, so state and action values arrive unchanged.
@@ -28,6 +29,7 @@ mod grid;
 pub mod hdf5;
 pub mod lerobot;
 pub mod rlds;
+pub mod zarr;
 
 use std::collections::BTreeSet;
 
@@ -49,7 +51,8 @@ pub trait Source: Sync {
     fn batch_name(&self) -> &str {
         self.name()
     }
-    /// What it is (`lerobot`, `hdf5`, `rlds`): its landing logs go under `landing/<kind>/`.
+    /// What it is (`lerobot`, `hdf5`, `rlds`, `zarr`): its landing logs go under
+    /// `landing/<kind>/`.
     fn kind(&self) -> &'static str;
     /// Its episodes, in order.
     fn episodes(&self) -> Vec<SourceEpisode>;

@@ -3,7 +3,8 @@
 
 use reel_pipeline::source_keys;
 
-/// The source dataset's format: `lerobot`, `hdf5.aloha`, `hdf5.robomimic`, `hdf5.mapped`.
+/// The source dataset's format: `lerobot`, `hdf5.aloha`, `hdf5.robomimic`, `hdf5.mapped`,
+/// `rlds`, `zarr`.
 pub const SOURCE: &str = source_keys::FORMAT;
 /// The dataset: its folder, or its repository id in a Hugging Face cache; the HDF5 file.
 pub const SOURCE_DATASET: &str = source_keys::DATASET;
@@ -21,3 +22,7 @@ pub const STATS: &str = "lerobot.stats";
 pub const RLDS_SPLIT: &str = "rlds.split";
 /// `features.json` of the RLDS build, as it holds it.
 pub const RLDS_FEATURES: &str = "rlds.features";
+/// The prefix of a Zarr replay buffer's per-episode `meta/<key>` values (`zarr.meta.<key>`).
+pub const ZARR_META: &str = "zarr.meta.";
+/// A Zarr replay buffer's root attributes, as JSON.
+pub const ZARR_ATTRIBUTES: &str = "zarr.attributes";

@@ -10,12 +10,8 @@ use reel_mcap::SignalKind;
 use super::example::{self, Kind};
 use super::features::{Dtype, FeatureSpec, ImageFormat, Leaf};
 use super::values;
-use crate::grid::{grid_signal, numbered};
+use crate::grid::{MAX_SIGNAL_VALUES, grid_signal, numbered};
 use crate::{Error, Result, keys};
-
-/// The most values a step's tensor may hold to become a signal: larger tensors are
-/// pictures or maps stored as numbers (some builds keep depth so), not a signal's values.
-pub(super) const MAX_SIGNAL_VALUES: usize = 4096;
 
 /// What an episode's landing log says about where it came from.
 pub(super) struct EpisodeContext {

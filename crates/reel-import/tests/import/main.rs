@@ -1,5 +1,5 @@
-//! reel-import's integration tests, one binary: LeRobot datasets, HDF5 episodes and RLDS builds
-//! imported into a store, and canonical episodes exported back out as LeRobot datasets.
+//! reel-import's integration tests, one binary: LeRobot datasets, HDF5 episodes, RLDS builds and
+//! Zarr replay buffers imported into a store, and canonical episodes exported back out as LeRobot datasets.
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
@@ -8,3 +8,4 @@ mod export;
 mod hdf5;
 mod lerobot;
 mod rlds;
+mod zarr;
