@@ -126,6 +126,11 @@ enum Command {
         /// Frames per second (replay buffers do not record theirs; needed but with --list).
         #[arg(long)]
         fps: Option<f64>,
+        /// The buffer's name, which its episode ids start with (default: the file or
+        /// folder name without .zip and .zarr; after its folder's name for names many
+        /// buffers share, such as replay_buffer).
+        #[arg(long)]
+        name: Option<String>,
         /// Print how each array maps (one JSON line each on stdout) and import nothing.
         #[arg(long)]
         list: bool,
@@ -413,6 +418,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Zarr {
             path,
             fps,
+            name,
             list,
             check,
             plan,
@@ -423,7 +429,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(input) => Some(plan_batch_keys(input, batch)?),
                 None => None,
             };
-            let buffer = ZarrReplayBuffer::open(&path, &ZarrOptions { fps, episodes })?;
+            let options = ZarrOptions {
+                fps,
+                name,
+                episodes,
+            };
+            let buffer = ZarrReplayBuffer::open(&path, &options)?;
             if list {
                 return print_mappings(
                     &buffer.mappings(),

@@ -120,7 +120,12 @@ impl RldsDataset {
     /// Opens the build at `uri` (a local folder or a store URI: the version folder, the
     /// one holding `dataset_info.json`). Errors name the file and what is wrong with it.
     pub fn open(uri: &str, options: &RldsOptions) -> Result<Self> {
-        let store = Store::open_existing(uri)?;
+        Self::open_in(Store::open_existing(uri)?, options)
+    }
+
+    /// Opens the build that `store` is the version folder of: for a store opened with
+    /// options of its own ([`Store::open_existing_with`]: credentials, retries).
+    pub fn open_in(store: Store, options: &RldsOptions) -> Result<Self> {
         let read_text = |key: &str| -> Result<String> {
             let bytes = store.read(key).map_err(|e| match e {
                 reel_io::Error::NotFound { .. } => Error::dataset(

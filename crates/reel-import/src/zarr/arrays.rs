@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use zarrs::array::chunk_cache::{ChunkCache, ChunkCacheDecodedLruSizeLimit};
 use zarrs::array::codec::api::CodecOptions;
-use zarrs::array::{Array, ArrayError, ArraySubset, ElementOwned};
+use zarrs::array::{Array, ArrayCreateError, ArrayError, ArraySubset, ElementOwned};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::plugin::{ExtensionName, ZarrVersion};
 use zarrs::storage::{ReadableListableStorage, ReadableStorageTraits, StorageError, StoreKey};
@@ -113,14 +113,22 @@ pub(super) struct ZarrArray {
 }
 
 impl ZarrArray {
+    /// Opens the array at `path`. The disk's errors are the environment's; the rest
+    /// (missing or unreadable metadata, a codec or data type zarrs lacks) the buffer's.
     pub(super) fn open(
         storage: &ReadableListableStorage,
         path: &str,
         buffer: &str,
     ) -> Result<Self> {
         let readable: Arc<dyn ReadableStorageTraits> = storage.clone();
-        let array = Array::open(readable, &format!("/{path}"))
-            .map_err(|e| Error::dataset(format!("{buffer}/{path}"), e.to_string()))?;
+        let location = format!("{buffer}/{path}");
+        let array = Array::open(readable, &format!("/{path}")).map_err(|e| match e {
+            ArrayCreateError::StorageError(StorageError::IOError(io)) => Error::Read {
+                path: location.clone(),
+                source: std::io::Error::new(io.kind(), io.to_string()),
+            },
+            other => Error::dataset(&location, other.to_string()),
+        })?;
         let type_name = array
             .data_type()
             .name(ZarrVersion::V3)
@@ -162,21 +170,30 @@ impl ZarrArray {
     /// Rows `rows` as 8-bit samples: bytes as stored for `uint8`; other numbers must be
     /// whole and 0-255 (Diffusion Policy stores pictures as float32 so).
     pub(super) fn samples(&self, rows: std::ops::Range<u64>) -> Result<Vec<u8>> {
-        if self.dtype == Some(Dtype::U8) {
-            return self.retrieve::<u8>(rows);
+        match self.dtype {
+            Some(Dtype::U8) => self.retrieve::<u8>(rows),
+            // Float32 pictures straight to bytes: no f64 copy of an episode's pictures.
+            Some(Dtype::F32) => self
+                .retrieve::<f32>(rows)?
+                .into_iter()
+                .map(|v| self.sample(f64::from(v)))
+                .collect(),
+            _ => self
+                .values_f64(rows)?
+                .into_iter()
+                .map(|v| self.sample(v))
+                .collect(),
         }
-        self.values_f64(rows)?
-            .into_iter()
-            .map(|v| {
-                if v.fract() == 0.0 && (0.0..=255.0).contains(&v) {
-                    Ok(v as u8)
-                } else {
-                    Err(self.bad(format!(
-                        "a picture's sample {v} is not a whole number 0-255 (8-bit pictures stored as numbers)"
-                    )))
-                }
-            })
-            .collect()
+    }
+
+    fn sample(&self, v: f64) -> Result<u8> {
+        if v.fract() == 0.0 && (0.0..=255.0).contains(&v) {
+            Ok(v as u8)
+        } else {
+            Err(self.bad(format!(
+                "a picture's sample {v} is not a whole number 0-255 (8-bit pictures stored as numbers)"
+            )))
+        }
     }
 
     fn values_f64(&self, rows: std::ops::Range<u64>) -> Result<Vec<f64>> {

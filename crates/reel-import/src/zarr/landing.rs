@@ -47,23 +47,29 @@ impl Target {
     }
 }
 
-/// Where `array` (of `data/`) goes: `[steps, height, width, 3]` a camera, rows of at most
-/// [`MAX_SIGNAL_VALUES`] numbers a signal (`action…` an action, the rest state).
+/// The least height and width an array's rows need to be pictures: smaller `[.., .., 3]`
+/// rows are numbers (two hands' 21 keypoints in 3-D are `[2, 21, 3]`).
+const MIN_PICTURE_SIDE: u64 = 16;
+
+/// Where `array` (of `data/`) goes: `[steps, height, width, 3]` of at least
+/// [`MIN_PICTURE_SIDE`] a camera, rows of at most [`MAX_SIGNAL_VALUES`] numbers a signal
+/// (`action…` an action, the rest state).
 pub(super) fn target(array: &ZarrArray) -> Target {
     let key = array.path.rsplit('/').next().unwrap_or(&array.path);
     let topic = format!("/{key}");
     if array.dtype.is_none() {
         return Target::Skipped(format!("`{}` values (not numbers)", array.type_name));
     }
+    let picture = |h: u64, w: u64| h >= MIN_PICTURE_SIDE && w >= MIN_PICTURE_SIDE;
     match array.shape[1..] {
-        [height, width, 3] => {
+        [height, width, 3] if picture(height, width) => {
             return Target::Camera {
                 topic,
                 width: width as usize,
                 height: height as usize,
             };
         }
-        [_, _, channels @ (1 | 2 | 4)] => {
+        [height, width, channels @ (1 | 2 | 4)] if picture(height, width) => {
             return Target::Skipped(format!(
                 "pictures of {channels} channels (grey, depth and RGBA are not read yet)"
             ));

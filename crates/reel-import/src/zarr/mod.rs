@@ -22,17 +22,28 @@ use std::path::{Path, PathBuf};
 use reel_landing::LandingLog;
 use reel_pipeline::PlanEpisode;
 use serde::Serialize;
-use zarrs::group::{Group, GroupMetadata};
-use zarrs::storage::ReadableListableStorage;
+use zarrs::group::{Group, GroupCreateError, GroupMetadata};
+use zarrs::storage::{ReadableListableStorage, StorageError};
 
 use crate::{Error, Result, Source, SourceEpisode};
 use arrays::{Dtype, ZarrArray, open_storage};
+
+/// The least frame rate an import takes (a frame every 1000 s).
+const MIN_FPS: f64 = 1e-3;
+
+/// File names replay buffers are often given whatever they hold (Diffusion Policy's
+/// `replay_buffer.zarr`, UMI's `dataset.zarr.zip`): not a name for their episodes alone.
+const GENERIC_NAMES: [&str; 4] = ["replay_buffer", "dataset", "data", "buffer"];
 
 /// What to import of a replay buffer.
 #[derive(Debug, Clone, Default)]
 pub struct ZarrOptions {
     /// Frames per second: replay buffers do not record theirs (needed to import).
     pub fps: Option<f64>,
+    /// The buffer's name, which its episode ids start with (default: the file or folder
+    /// name without `.zip` and `.zarr`, after its folder's when that name is one many
+    /// buffers share, such as `replay_buffer`).
+    pub name: Option<String>,
     /// Only these episodes, by their ids (as a plan's batch names them, see
     /// [`ZarrReplayBuffer::plan_episodes`]).
     pub episodes: Option<Vec<String>>,
@@ -50,6 +61,9 @@ pub struct ArrayMapping {
     pub reel: String,
 }
 
+/// An array that does not open: its path, and why.
+type Unreadable = (String, String);
+
 /// A replay buffer opened for import: its arrays opened and `meta/episode_ends` read.
 pub struct ZarrReplayBuffer {
     path: PathBuf,
@@ -62,6 +76,8 @@ pub struct ZarrReplayBuffer {
     /// The episodes imported, by index.
     selected: Vec<usize>,
     data: Vec<ZarrArray>,
+    /// Arrays of `data/` that do not open (a codec zarrs lacks…).
+    unreadable: Vec<Unreadable>,
     meta: Vec<ZarrArray>,
     attributes: Option<String>,
     fps: Option<f64>,
@@ -83,6 +99,14 @@ impl ZarrReplayBuffer {
     /// episodes.
     pub fn open(path: &Path, options: &ZarrOptions) -> Result<Self> {
         let storage = open_storage(path)?;
+        let unreadable_path = |e| Error::Read {
+            path: path.display().to_string(),
+            source: e,
+        };
+        // The name from the path as given (a link's own name), the record's path resolved,
+        // so that it names the buffer wherever the import ran from.
+        let given = std::path::absolute(path).map_err(unreadable_path)?;
+        let path = &std::fs::canonicalize(path).map_err(unreadable_path)?;
         let location = path.display().to_string();
         let bad = |reason: String| Error::dataset(&location, reason);
         let root =
@@ -94,14 +118,19 @@ impl ZarrReplayBuffer {
         let attributes = Some(root.attributes())
             .filter(|a| !a.is_empty())
             .and_then(|a| serde_json::to_string(a).ok());
-        let episode_ends = ZarrArray::open(&storage, "meta/episode_ends", &location).map_err(|_| {
-            bad("no meta/episode_ends array: not a replay buffer (Diffusion Policy and UMI write one)".into())
-        })?;
+        let episode_ends = ZarrArray::open(&storage, "meta/episode_ends", &location).map_err(
+            |e| match e {
+                Error::Dataset { reason, .. } => bad(format!(
+                    "no readable meta/episode_ends array ({reason}): not a replay buffer (Diffusion Policy and UMI write one)"
+                )),
+                other => other,
+            },
+        )?;
         let ends = read_ends(&episode_ends)?;
         let steps = ends.last().copied().unwrap_or(0);
-        let data = arrays_under(&storage, "data", &location)?;
+        let (data, unreadable) = arrays_under(&storage, "data", &location)?;
         if data.is_empty() {
-            return Err(bad("no arrays under data/".into()));
+            return Err(bad("no readable arrays under data/".into()));
         }
         for array in &data {
             if array.shape.first().is_none_or(|&rows| rows < steps) {
@@ -115,15 +144,18 @@ impl ZarrReplayBuffer {
             }
         }
         let meta = arrays_under(&storage, "meta", &location)?
+            .0
             .into_iter()
             .filter(|a| a.path != "meta/episode_ends")
             .filter(|a| a.shape.first() == Some(&(ends.len() as u64)) && a.dtype.is_some())
             .filter(|a| a.row_width() <= 64)
             .collect();
-        let name = dataset_name(path);
+        let name = options.name.clone().unwrap_or_else(|| dataset_name(&given));
         let episode_id = |index: usize| format!("{name}_{index:06}");
+        let has_steps = |&e: &usize| e.checked_sub(1).map_or(0, |i| ends[i]) < ends[e];
         let (selected, batch) = match &options.episodes {
-            None => ((0..ends.len()).collect(), name.clone()),
+            // Episodes without steps (a writer's empty episode) are left out, not failed.
+            None => ((0..ends.len()).filter(has_steps).collect(), name.clone()),
             Some(ids) => {
                 let selected = ids
                     .iter()
@@ -141,9 +173,11 @@ impl ZarrReplayBuffer {
             }
         };
         if let Some(fps) = options.fps
-            && !(fps.is_finite() && fps > 0.0)
+            && !(fps.is_finite() && fps >= MIN_FPS)
         {
-            return Err(bad(format!("--fps {fps} is not a frame rate")));
+            return Err(bad(format!(
+                "--fps {fps} is not a frame rate (at least {MIN_FPS})"
+            )));
         }
         Ok(Self {
             path: path.to_owned(),
@@ -153,6 +187,7 @@ impl ZarrReplayBuffer {
             ends,
             selected,
             data,
+            unreadable,
             meta,
             attributes,
             fps: options.fps,
@@ -180,9 +215,15 @@ impl ZarrReplayBuffer {
         self.ends.last().copied().unwrap_or(0)
     }
 
-    /// How each array of `data/` maps into Reel.
+    /// How each array of `data/` maps into Reel, by path.
     pub fn mappings(&self) -> Vec<ArrayMapping> {
-        self.data
+        let unreadable = self.unreadable.iter().map(|(path, why)| ArrayMapping {
+            array: path.clone(),
+            zarr: String::new(),
+            reel: format!("not read: {why}"),
+        });
+        let mut mappings: Vec<ArrayMapping> = self
+            .data
             .iter()
             .map(|array| ArrayMapping {
                 array: array.path.clone(),
@@ -196,7 +237,10 @@ impl ZarrReplayBuffer {
                 .to_owned(),
                 reel: landing::target(array).describe(),
             })
-            .collect()
+            .chain(unreadable)
+            .collect();
+        mappings.sort_by(|a, b| a.array.cmp(&b.array));
+        mappings
     }
 
     /// The episodes as a plan lists them (`reel-plan --zarr`): each by its id, sized by
@@ -272,13 +316,28 @@ impl Source for ZarrReplayBuffer {
     }
 }
 
-/// The buffer's name: its file or folder name without `.zip` and `.zarr`, characters
-/// other than letters, digits and `-` as `_`.
+/// The buffer's name: its file or folder name without `.zip` and `.zarr` (after its
+/// folder's name when that is one of [`GENERIC_NAMES`]), characters other than letters,
+/// digits and `-` as `_`.
 fn dataset_name(path: &Path) -> String {
-    let file = path
-        .file_name()
-        .map_or_else(|| "zarr".to_owned(), |n| n.to_string_lossy().into_owned());
-    let stem = file.trim_end_matches(".zip").trim_end_matches(".zarr");
+    let name_of = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let file = name_of(path);
+    let mut stem = file
+        .trim_end_matches(".zip")
+        .trim_end_matches(".zarr")
+        .to_owned();
+    if GENERIC_NAMES.contains(&stem.as_str())
+        && let Some(folder) = path.parent().map(name_of).filter(|f| !f.is_empty())
+    {
+        stem = format!("{folder}_{stem}");
+    }
+    if stem.is_empty() {
+        stem = "zarr".to_owned();
+    }
     stem.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
@@ -316,14 +375,22 @@ fn read_ends(array: &ZarrArray) -> Result<Vec<u64>> {
     Ok(ends)
 }
 
-/// The arrays directly under `group`, by name (none when there is no such group).
+/// The arrays directly under `group`, by name (none when there is no such group), and
+/// those that do not open with why (the disk's errors end the open).
 fn arrays_under(
     storage: &ReadableListableStorage,
     group: &str,
     location: &str,
-) -> Result<Vec<ZarrArray>> {
-    let Ok(node) = Group::open(storage.clone(), &format!("/{group}")) else {
-        return Ok(Vec::new());
+) -> Result<(Vec<ZarrArray>, Vec<Unreadable>)> {
+    let node = match Group::open(storage.clone(), &format!("/{group}")) {
+        Ok(node) => node,
+        Err(GroupCreateError::StorageError(StorageError::IOError(io))) => {
+            return Err(Error::Read {
+                path: format!("{location}/{group}"),
+                source: std::io::Error::new(io.kind(), io.to_string()),
+            });
+        }
+        Err(_) => return Ok((Vec::new(), Vec::new())),
     };
     let mut paths: Vec<String> = node
         .child_array_paths()
@@ -332,8 +399,13 @@ fn arrays_under(
         .map(|p| p.as_str().trim_start_matches('/').to_owned())
         .collect();
     paths.sort();
-    paths
-        .iter()
-        .map(|path| ZarrArray::open(storage, path, location))
-        .collect()
+    let (mut arrays, mut unreadable) = (Vec::new(), Vec::new());
+    for path in paths {
+        match ZarrArray::open(storage, &path, location) {
+            Ok(array) => arrays.push(array),
+            Err(Error::Dataset { reason, .. }) => unreadable.push((path, reason)),
+            Err(other) => return Err(other),
+        }
+    }
+    Ok((arrays, unreadable))
 }

@@ -454,3 +454,24 @@ fn a_plan_of_shards_imports_in_parallel_batches_with_the_whole_build_s_ids() {
         "{err}"
     );
 }
+
+#[test]
+fn a_build_in_an_s3_bucket_imports_as_from_a_folder() {
+    // The build copied to a bucket as `gsutil cp -r`/`aws s3 sync` lay it out, served by a
+    // real S3-compatible server on loopback.
+    let server = reel_io::test_support::S3Server::start("oxe").unwrap();
+    let remote = server.root().join("oxe/droid_mini/1.0.0");
+    std::fs::create_dir_all(&remote).unwrap();
+    for entry in std::fs::read_dir(build("droid_mini")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), remote.join(entry.file_name())).unwrap();
+    }
+    let bucket = server.store("oxe", "droid_mini/1.0.0").unwrap();
+    let dataset = RldsDataset::open_in(bucket, &RldsOptions::default()).unwrap();
+    assert_eq!(dataset.shards().len(), 2);
+    let (_dir, store, _) = import_cleanly(&dataset);
+    for (episode, want) in dataset.episodes().iter().zip(expected("droid_mini")) {
+        let reader = canonical(&store, &episode.id);
+        assert_eq!(assert_values(&reader, &want, &[]), 15, "{}", episode.id);
+    }
+}

@@ -43,7 +43,7 @@ fn expected(stem: &str) -> Vec<Value> {
 fn rated() -> ZarrOptions {
     ZarrOptions {
         fps: Some(FPS),
-        episodes: None,
+        ..ZarrOptions::default()
     }
 }
 
@@ -148,6 +148,7 @@ fn a_diffusion_policy_buffer_imports_with_zarr_s_values_and_pictures() {
         reel_of("data/action").1,
         "signal /action (action, 2 values)"
     );
+    let record_path = std::fs::canonicalize(fixture("pusht_v2.zarr")).unwrap();
     let (_dir, store, report) = import_cleanly(&buffer);
     let sources = warehouse_sources(&store, &report);
     let want = expected("pusht_v2");
@@ -168,12 +169,10 @@ fn a_diffusion_policy_buffer_imports_with_zarr_s_values_and_pictures() {
         let source = &sources[&episode.id];
         assert_eq!(source.format.as_deref(), Some("zarr"));
         assert_eq!(source.revision.as_deref(), Some("zarr v2"));
-        assert!(
-            source
-                .dataset
-                .as_deref()
-                .unwrap()
-                .ends_with("pusht_v2.zarr")
+        assert_eq!(
+            source.dataset.as_deref(),
+            record_path.to_str(),
+            "the buffer's absolute path"
         );
         assert_eq!(
             (source.episode_index, source.fps),
@@ -299,7 +298,27 @@ fn a_damaged_chunk_costs_only_its_episodes_and_bad_buffers_are_named() {
     let mut values = vec![0u8; 19 * 8];
     values[15 * 8..16 * 8].copy_from_slice(&((1i64 << 53) + 1).to_le_bytes());
     std::fs::write(big.join("0"), values).unwrap();
+    // An array of a codec zarrs lacks (Diffusion Policy's real buffers keep some cameras
+    // in imagecodecs' JPEG 2000) is named and left out; the rest imports.
+    let jp2 = copy.join("data/camera2_rgb");
+    std::fs::create_dir_all(&jp2).unwrap();
+    std::fs::write(
+        jp2.join(".zarray"),
+        r#"{"zarr_format": 2, "shape": [19, 32, 48, 3], "chunks": [1, 32, 48, 3],
+            "dtype": "|u1", "compressor": {"id": "imagecodecs_jpeg2k", "level": 50},
+            "fill_value": 0, "filters": null, "order": "C"}"#,
+    )
+    .unwrap();
     let buffer = open(&copy);
+    let skipped = buffer
+        .mappings()
+        .into_iter()
+        .find(|m| m.array == "data/camera2_rgb")
+        .unwrap();
+    assert!(
+        skipped.reel.starts_with("not read:") && skipped.reel.contains("imagecodecs_jpeg2k"),
+        "{skipped:?}"
+    );
     let store = Store::open(dir.path().join("store").to_str().unwrap()).unwrap();
     let report = run(&buffer, &store);
     let failed: Vec<(&str, &str)> = report
@@ -328,6 +347,38 @@ fn a_damaged_chunk_costs_only_its_episodes_and_bad_buffers_are_named() {
         err.contains("umi_v2.zarr") && err.contains("--fps"),
         "{err}"
     );
+    // An array shorter than the episodes say.
+    std::fs::write(
+        big.join(".zarray"),
+        r#"{"zarr_format": 2, "shape": [18], "chunks": [19], "dtype": "<i8",
+            "compressor": null, "fill_value": 0, "filters": null, "order": "C"}"#,
+    )
+    .unwrap();
+    let err = ZarrReplayBuffer::open(&copy, &rated())
+        .expect_err("short")
+        .to_string();
+    assert!(
+        err.contains("data/counter") && err.contains("fewer rows"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&big).unwrap();
+    // Episodes that end before the one before them.
+    let ends = copy.join("meta/episode_ends");
+    std::fs::write(
+        ends.join(".zarray"),
+        r#"{"zarr_format": 2, "shape": [3], "chunks": [3], "dtype": "<i8",
+            "compressor": null, "fill_value": 0, "filters": null, "order": "C"}"#,
+    )
+    .unwrap();
+    let raw: Vec<u8> = [6i64, 14, 10]
+        .iter()
+        .flat_map(|e| e.to_le_bytes())
+        .collect();
+    std::fs::write(ends.join("0"), raw).unwrap();
+    let err = ZarrReplayBuffer::open(&copy, &rated())
+        .expect_err("decreasing")
+        .to_string();
+    assert!(err.contains("episode 2 ends at step 10"), "{err}");
     // Not a replay buffer.
     std::fs::remove_dir_all(copy.join("meta/episode_ends")).unwrap();
     let err = ZarrReplayBuffer::open(&copy, &rated())
@@ -402,6 +453,29 @@ fn a_plan_of_episodes_imports_in_parallel_batches_with_the_whole_buffer_s_ids() 
     for (_, id) in &ids {
         canonical(&store, id);
     }
+    // A buffer named as many are (Diffusion Policy's replay_buffer.zarr): its folder's
+    // name leads its episode ids, so two such buffers do not share ids.
+    let dir = tempfile::tempdir().unwrap();
+    let generic = dir.path().join("pusht_cchi").join("replay_buffer.zarr");
+    std::fs::create_dir_all(generic.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&path, &generic).unwrap();
+    let ids: Vec<String> = open(&generic)
+        .episodes()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(ids[0], "pusht_cchi_replay_buffer_000000");
+    let named = ZarrOptions {
+        name: Some("pusht".into()),
+        ..rated()
+    };
+    let ids: Vec<String> = ZarrReplayBuffer::open(&generic, &named)
+        .unwrap()
+        .episodes()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(ids[2], "pusht_000002");
     let err = ZarrReplayBuffer::open(
         &path,
         &ZarrOptions {
