@@ -1,8 +1,7 @@
 //! `reel-import`: an existing dataset into a store (a local folder or `s3://…`): each
 //! episode as a landing log under `landing/lerobot/`, `landing/hdf5/`, `landing/rlds/` or
-//! `landing/zarr/`,
-//! then ingested into
-//! a canonical episode and its warehouse row, episodes in parallel.
+//! `landing/zarr/`, then ingested into a canonical episode and its warehouse row, episodes
+//! in parallel.
 //!
 //! One JSON line per episode landed (`{"landed": …}`) and per episode and pipeline step
 //! on stdout, then one `{"import_report": …}` line; a progress bar on stderr. Episodes
