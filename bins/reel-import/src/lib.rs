@@ -96,21 +96,8 @@ enum Command {
         /// One split (default: every split of the build).
         #[arg(long)]
         split: Option<String>,
-        /// Print how each feature maps (one JSON line each on stdout) and import nothing.
-        #[arg(long)]
-        list: bool,
-        /// Read every episode (checksums, records, values) and write nothing: one JSON line
-        /// per episode on stdout; exits 1 when any episode does not read.
-        #[arg(long, conflicts_with = "list")]
-        check: bool,
-        /// Import only one batch of shards of a plan made by `reel-plan --rlds` (a path or
-        /// store URI): a Slurm array's or Kubernetes Indexed Job's tasks import a large
-        /// build in parallel.
-        #[arg(long)]
-        plan: Option<String>,
-        /// The plan's batch (default: $JOB_COMPLETION_INDEX or $SLURM_ARRAY_TASK_ID).
-        #[arg(long, requires = "plan")]
-        batch: Option<usize>,
+        #[command(flatten)]
+        read: ReadArgs,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -130,23 +117,48 @@ enum Command {
         /// buffers share, such as replay_buffer).
         #[arg(long)]
         name: Option<String>,
-        /// Print how each array maps (one JSON line each on stdout) and import nothing.
-        #[arg(long)]
-        list: bool,
-        /// Read every episode (chunks, values, pictures) and write nothing: one JSON line
-        /// per episode on stdout; exits 1 when any episode does not read.
-        #[arg(long, conflicts_with = "list")]
-        check: bool,
-        /// Import only one batch of episodes of a plan made by `reel-plan --zarr` (a path
-        /// or store URI).
-        #[arg(long)]
-        plan: Option<String>,
-        /// The plan's batch (default: $JOB_COMPLETION_INDEX or $SLURM_ARRAY_TASK_ID).
-        #[arg(long, requires = "plan")]
-        batch: Option<usize>,
+        #[command(flatten)]
+        read: ReadArgs,
         #[command(flatten)]
         common: CommonArgs,
     },
+}
+
+/// Listing, checking, and one batch of a plan: for the datasets `reel-plan` splits (RLDS
+/// builds by shard, Zarr replay buffers by episode).
+#[derive(Debug, clap::Args)]
+struct ReadArgs {
+    /// Print how each feature or array maps (one JSON line each on stdout) and import
+    /// nothing.
+    #[arg(long)]
+    list: bool,
+    /// Read every episode (checksums, values, pictures) and write nothing: one JSON line
+    /// per episode on stdout; exits 1 when any episode does not read.
+    #[arg(long, conflicts_with = "list")]
+    check: bool,
+    /// Import only one batch of a plan made by `reel-plan --rlds` or `--zarr` (a path or
+    /// store URI): a Slurm array's or Kubernetes Indexed Job's tasks import a large
+    /// dataset in parallel.
+    #[arg(long)]
+    plan: Option<String>,
+    /// The plan's batch (default: $JOB_COMPLETION_INDEX or $SLURM_ARRAY_TASK_ID).
+    #[arg(long, requires = "plan")]
+    batch: Option<usize>,
+}
+
+impl ReadArgs {
+    /// The keys of the plan's batch (shards or episodes), when a plan is given.
+    fn plan_keys(&self) -> anyhow::Result<Option<Vec<String>>> {
+        let Some(input) = &self.plan else {
+            return Ok(None);
+        };
+        let plan = Plan::from_json(input, &reel_cli::read_input(input)?)?;
+        let index = reel_cli::batch_index(self.batch)?;
+        let batch = plan.batches.get(index).with_context(|| {
+            format!("{input}: no batch {index} (it has {})", plan.batches.len())
+        })?;
+        Ok(Some(batch.episodes.iter().map(|e| e.key.clone()).collect()))
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -322,17 +334,6 @@ fn check_episodes(
     })
 }
 
-/// The episode keys of batch `batch` of the plan at `input`.
-fn plan_batch_keys(input: &str, batch: Option<usize>) -> anyhow::Result<Vec<String>> {
-    let plan = Plan::from_json(input, &reel_cli::read_input(input)?)?;
-    let index = reel_cli::batch_index(batch)?;
-    let batch = plan
-        .batches
-        .get(index)
-        .with_context(|| format!("{input}: no batch {index} (it has {})", plan.batches.len()))?;
-    Ok(batch.episodes.iter().map(|e| e.key.clone()).collect())
-}
-
 /// Prints each mapping as a JSON line on stdout, and as a line of text on stderr.
 fn print_mappings<T: serde::Serialize>(
     mappings: &[T],
@@ -379,26 +380,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             path,
             fps,
             split,
-            list,
-            check,
-            plan,
-            batch,
+            read,
             common,
         } => {
-            let shards = match &plan {
-                Some(input) => Some(plan_batch_keys(input, batch)?),
-                None => None,
-            };
+            let shards = read.plan_keys()?;
             let options = RldsOptions { fps, split, shards };
             let dataset = RldsDataset::open(&path, &options)?;
-            if list {
+            if read.list {
                 return print_mappings(
                     &dataset.mappings(),
                     |m| format!("{:40} {:32} -> {}", m.feature, m.tfds, m.reel),
                     common.quiet,
                 );
             }
-            if check {
+            if read.check {
                 // Reading an episode needs its rate: one error, not one per episode.
                 dataset.fps()?;
                 return check_episodes(&dataset, common.jobs, common.quiet);
@@ -418,23 +413,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             path,
             fps,
             name,
-            list,
-            check,
-            plan,
-            batch,
+            read,
             common,
         } => {
-            let episodes = match &plan {
-                Some(input) => Some(plan_batch_keys(input, batch)?),
-                None => None,
-            };
+            let episodes = read.plan_keys()?;
             let options = ZarrOptions {
                 fps,
                 name,
                 episodes,
             };
             let buffer = ZarrReplayBuffer::open(&path, &options)?;
-            if list {
+            if read.list {
                 return print_mappings(
                     &buffer.mappings(),
                     |m| format!("{:32} {:40} -> {}", m.array, m.zarr, m.reel),
@@ -442,7 +431,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
             let rate = buffer.fps()?;
-            if check {
+            if read.check {
                 return check_episodes(&buffer, common.jobs, common.quiet);
             }
             if !common.quiet {

@@ -28,6 +28,7 @@ mod error;
 mod grid;
 pub mod hdf5;
 pub mod lerobot;
+mod record;
 pub mod rlds;
 pub mod zarr;
 
@@ -189,7 +190,7 @@ pub fn import(
         key: format!(
             "import-{}-{}",
             source.kind(),
-            batch_name(source.batch_name())
+            record::path_segment(source.batch_name())
         ),
         landing_keys: landed
             .iter()
@@ -246,19 +247,6 @@ pub fn check(source: &dyn Source, on_episode: &(dyn Fn(&Checked) + Sync)) -> Res
             };
             on_episode(&checked);
             Ok(checked)
-        })
-        .collect()
-}
-
-/// A dataset name as one path segment.
-fn batch_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
         })
         .collect()
 }

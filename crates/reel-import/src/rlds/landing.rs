@@ -11,6 +11,7 @@ use super::example::{self, Kind};
 use super::features::{Dtype, FeatureSpec, ImageFormat, Leaf};
 use super::values;
 use crate::grid::{MAX_SIGNAL_VALUES, grid_signal, numbered};
+use crate::record::{EpisodeSource, number_text};
 use crate::{Error, Result, keys};
 
 /// What an episode's landing log says about where it came from.
@@ -198,13 +199,6 @@ fn text_value(items: &[Bytes]) -> Option<String> {
     serde_json::to_string(&texts).ok()
 }
 
-fn number_text(values: &[f64]) -> String {
-    match values {
-        [one] => one.to_string(),
-        many => serde_json::to_string(many).unwrap_or_default(),
-    }
-}
-
 /// Integers as text: the one, or a JSON list.
 fn list_text(texts: &[String]) -> String {
     match texts {
@@ -234,24 +228,20 @@ pub(super) fn landing_log(
     let period_ns = (1e9 / episode.fps).round() as u64;
     let mut signals = Vec::new();
     let mut images = Vec::new();
-    let mut record = BTreeMap::from([
-        ("episode_id".to_owned(), episode.id.clone()),
-        ("task".to_owned(), String::new()),
-        ("robot_id".to_owned(), String::new()),
-        (keys::SOURCE.to_owned(), "rlds".to_owned()),
-        (keys::SOURCE_DATASET.to_owned(), episode.dataset.clone()),
-        (keys::SOURCE_REVISION.to_owned(), episode.revision.clone()),
-        (
-            keys::SOURCE_EPISODE_INDEX.to_owned(),
-            episode.index.to_string(),
-        ),
-        (keys::FPS.to_owned(), episode.fps.to_string()),
-        (keys::RLDS_SPLIT.to_owned(), episode.split.clone()),
-        (
-            keys::RLDS_FEATURES.to_owned(),
-            episode.features_text.clone(),
-        ),
-    ]);
+    let mut record = EpisodeSource {
+        id: &episode.id,
+        format: "rlds",
+        dataset: &episode.dataset,
+        revision: &episode.revision,
+        index: episode.index,
+        fps: episode.fps,
+    }
+    .record();
+    record.insert(keys::RLDS_SPLIT.to_owned(), episode.split.clone());
+    record.insert(
+        keys::RLDS_FEATURES.to_owned(),
+        episode.features_text.clone(),
+    );
     // Episode features first: a camera's `has_<camera>` decides whether it is kept.
     let mut absent_cameras = Vec::new();
     for leaf in leaves.iter().filter(|l| !l.per_step) {

@@ -30,6 +30,7 @@ use reel_io::Store;
 use reel_landing::LandingLog;
 use serde::{Deserialize, Serialize};
 
+use crate::record::path_segment;
 use crate::{Error, Result, Source, SourceEpisode};
 pub use features::{Dtype, FeatureSpec, ImageFormat, Leaf, TensorEncoding};
 
@@ -300,18 +301,11 @@ impl RldsDataset {
     /// The episode id of a split's `index`-th episode: dataset, split and index, so no two
     /// datasets' or splits' episodes share one.
     fn episode_id(&self, split: &str, index: usize) -> String {
-        let clean = |s: &str| -> String {
-            s.chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect()
-        };
-        format!("{}_{}_{index:06}", clean(&self.name), clean(split))
+        format!(
+            "{}_{}_{index:06}",
+            path_segment(&self.name),
+            path_segment(split)
+        )
     }
 
     /// The shard holding episode `position`, and its index.

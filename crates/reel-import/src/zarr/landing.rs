@@ -9,6 +9,7 @@ use reel_mcap::SignalKind;
 
 use super::arrays::ZarrArray;
 use crate::grid::{MAX_SIGNAL_VALUES, grid_signal, numbered};
+use crate::record::{EpisodeSource, number_text};
 use crate::{Error, Result, keys};
 
 /// Where an array of `data/` goes.
@@ -158,28 +159,20 @@ pub(super) fn landing_log(episode: &EpisodeContext, data: &[ZarrArray]) -> Resul
             Target::Skipped(_) => {}
         }
     }
-    let mut record = BTreeMap::from([
-        ("episode_id".to_owned(), episode.id.clone()),
-        ("task".to_owned(), String::new()),
-        ("robot_id".to_owned(), String::new()),
-        (keys::SOURCE.to_owned(), "zarr".to_owned()),
-        (keys::SOURCE_DATASET.to_owned(), episode.dataset.clone()),
-        (keys::SOURCE_REVISION.to_owned(), episode.revision.clone()),
-        (
-            keys::SOURCE_EPISODE_INDEX.to_owned(),
-            episode.index.to_string(),
-        ),
-        (keys::FPS.to_owned(), episode.fps.to_string()),
-    ]);
+    let mut record = EpisodeSource {
+        id: &episode.id,
+        format: "zarr",
+        dataset: &episode.dataset,
+        revision: &episode.revision,
+        index: episode.index,
+        fps: episode.fps,
+    }
+    .record();
     for array in episode.meta {
         let row = episode.index as u64;
         let values = array.numbers(row..row + 1)?.pop().unwrap_or_default();
-        let text = match values.as_slice() {
-            [one] => one.to_string(),
-            many => serde_json::to_string(many).unwrap_or_default(),
-        };
         let key = array.path.rsplit('/').next().unwrap_or(&array.path);
-        record.insert(format!("{}{key}", keys::ZARR_META), text);
+        record.insert(format!("{}{key}", keys::ZARR_META), number_text(&values));
     }
     if let Some(attributes) = episode.attributes {
         record.insert(keys::ZARR_ATTRIBUTES.to_owned(), attributes.to_owned());

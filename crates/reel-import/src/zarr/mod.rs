@@ -25,6 +25,7 @@ use serde::Serialize;
 use zarrs::group::{Group, GroupCreateError, GroupMetadata};
 use zarrs::storage::{ReadableListableStorage, StorageError};
 
+use crate::record::path_segment;
 use crate::{Error, Result, Source, SourceEpisode};
 use arrays::{Dtype, ZarrArray, open_storage};
 
@@ -338,15 +339,7 @@ fn dataset_name(path: &Path) -> String {
     if stem.is_empty() {
         stem = "zarr".to_owned();
     }
-    stem.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    path_segment(&stem)
 }
 
 /// `meta/episode_ends`: whole numbers, not decreasing.

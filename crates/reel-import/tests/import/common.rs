@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
-use reel_import::ImportReport;
+use reel_import::{ImportReport, Source, config_for, default_config, import};
 use reel_io::{MmapSource, Store};
 use reel_mcap::EpisodeReader;
+use reel_pipeline::RunOptions;
 use reel_video::quality::psnr;
 use reel_video::{H264Decoder, RgbConversion};
+use serde_json::Value;
 
 /// An episode's `source_*` warehouse columns, read with arrow-rs from the part the
 /// import's index step wrote.
@@ -63,6 +65,55 @@ pub fn warehouse_sources(store: &Store, report: &ImportReport) -> BTreeMap<Strin
         }
     }
     out
+}
+
+/// `source` imported into `store` on a grid of `fps`, with the import's default settings.
+pub fn run_import(source: &dyn Source, fps: f64, store: &Store) -> ImportReport {
+    let config = config_for(fps, &default_config());
+    import(source, store, config, &RunOptions::default(), &|_| {}).unwrap()
+}
+
+/// `source` imported into a new store: every episode landed and none quarantined.
+pub fn import_cleanly(source: &dyn Source, fps: f64) -> (tempfile::TempDir, Store, ImportReport) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let report = run_import(source, fps, &store);
+    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
+    assert!(
+        report.ingest.quarantined.is_empty(),
+        "{:?}",
+        report.ingest.quarantined
+    );
+    (dir, store, report)
+}
+
+/// A JSON number, or a boolean as 0 or 1.
+pub fn json_f64(value: &Value) -> f64 {
+    match value {
+        Value::Bool(b) => f64::from(u8::from(*b)),
+        other => other.as_f64().unwrap(),
+    }
+}
+
+/// Checks the canonical episode's `topic` holds `expected` over `steps` steps, bit for
+/// bit as f64; `peer` names the reader the expected values come from.
+pub fn assert_topic(
+    reader: &EpisodeReader<MmapSource>,
+    topic: &str,
+    expected: &[f64],
+    steps: usize,
+    peer: &str,
+) {
+    let window = &reader.signals(&[topic], 0..u64::MAX).unwrap()[0];
+    assert_eq!(window.values.len(), expected.len(), "{topic}");
+    for (got, want) in window.values.iter().zip(expected) {
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "{topic}: {got} against {peer}'s {want}"
+        );
+    }
+    assert_eq!(window.log_times.len(), steps, "{topic}");
 }
 
 /// The canonical episode `episode_id` of a local store.

@@ -5,12 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{canonical, warehouse_sources, worst_psnr};
+use crate::common::{
+    self, assert_topic, canonical, json_f64, run_import, warehouse_sources, worst_psnr,
+};
 use reel_import::rlds::{RldsDataset, RldsOptions};
-use reel_import::{ImportReport, Source, config_for, default_config, import};
+use reel_import::{ImportReport, Source};
 use reel_io::{MmapSource, Store};
 use reel_mcap::{EpisodeReader, SignalKind};
-use reel_pipeline::RunOptions;
 use serde_json::Value;
 
 /// The fixtures' pictures: width, height.
@@ -45,30 +46,17 @@ fn flat(steps: &Value) -> Vec<f64> {
         .unwrap()
         .iter()
         .flat_map(|step| step.as_array().unwrap().clone())
-        .map(|v| match v {
-            Value::Bool(b) => f64::from(u8::from(b)),
-            other => other.as_f64().unwrap(),
-        })
+        .map(|v| json_f64(&v))
         .collect()
 }
 
 fn run(dataset: &RldsDataset, store: &Store) -> ImportReport {
-    let config = config_for(dataset.fps().unwrap(), &default_config());
-    import(dataset, store, config, &RunOptions::default(), &|_| {}).unwrap()
+    run_import(dataset, dataset.fps().unwrap(), store)
 }
 
 /// `dataset` imported into a new store, every episode landed and none quarantined.
 fn import_cleanly(dataset: &RldsDataset) -> (tempfile::TempDir, Store, ImportReport) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
-    let report = run(dataset, &store);
-    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
-    assert!(
-        report.ingest.quarantined.is_empty(),
-        "{:?}",
-        report.ingest.quarantined
-    );
-    (dir, store, report)
+    common::import_cleanly(dataset, dataset.fps().unwrap())
 }
 
 fn open(name: &str, options: &RldsOptions) -> RldsDataset {
@@ -84,21 +72,13 @@ fn assert_values(reader: &EpisodeReader<MmapSource>, want: &Value, skip: &[&str]
         if first.is_string() || skip.contains(&path.as_str()) {
             continue;
         }
-        let topic = format!("/{path}");
-        let window = &reader.signals(&[topic.as_str()], 0..u64::MAX).unwrap()[0];
-        let expected = flat(steps);
-        assert_eq!(window.values.len(), expected.len(), "{topic}");
-        for (got, want) in window.values.iter().zip(&expected) {
-            assert_eq!(
-                got.to_bits(),
-                want.to_bits(),
-                "{topic}: {got} against TFDS's {want}"
-            );
-        }
-        assert_eq!(
-            window.log_times.len(),
-            want["steps"].as_u64().unwrap() as usize,
-            "{topic}"
+        let steps_count = want["steps"].as_u64().unwrap() as usize;
+        assert_topic(
+            reader,
+            &format!("/{path}"),
+            &flat(steps),
+            steps_count,
+            "TFDS",
         );
         checked += 1;
     }

@@ -6,13 +6,14 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{canonical, warehouse_sources, worst_psnr};
+use crate::common::{
+    self, assert_topic, canonical, json_f64, run_import, warehouse_sources, worst_psnr,
+};
 use reel_import::zarr::{ZarrOptions, ZarrReplayBuffer};
-use reel_import::{ImportReport, Source, config_for, default_config, import};
+use reel_import::{ImportReport, Source};
 use reel_io::{MmapSource, Store};
 use reel_landing::LandingImage;
 use reel_mcap::{EpisodeReader, SignalKind};
-use reel_pipeline::RunOptions;
 use serde_json::Value;
 
 /// The fixtures' pictures: width, height.
@@ -52,22 +53,12 @@ fn open(path: &Path) -> ZarrReplayBuffer {
 }
 
 fn run(buffer: &ZarrReplayBuffer, store: &Store) -> ImportReport {
-    let config = config_for(buffer.fps().unwrap(), &default_config());
-    import(buffer, store, config, &RunOptions::default(), &|_| {}).unwrap()
+    run_import(buffer, buffer.fps().unwrap(), store)
 }
 
 /// `buffer` imported into a new store, every episode landed and none quarantined.
 fn import_cleanly(buffer: &ZarrReplayBuffer) -> (tempfile::TempDir, Store, ImportReport) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
-    let report = run(buffer, &store);
-    assert_eq!(report.failed().count(), 0, "{:?}", report.landed);
-    assert!(
-        report.ingest.quarantined.is_empty(),
-        "{:?}",
-        report.ingest.quarantined
-    );
-    (dir, store, report)
+    common::import_cleanly(buffer, buffer.fps().unwrap())
 }
 
 /// Checks every array `zarr` returned against the canonical episode's topic of the same
@@ -77,25 +68,9 @@ fn assert_values(reader: &EpisodeReader<MmapSource>, want: &Value) -> usize {
     let mut checked = 0;
     for (key, values) in want["values"].as_object().unwrap() {
         let topic = format!("/{key}");
+        let expected: Vec<f64> = values.as_array().unwrap().iter().map(json_f64).collect();
+        assert_topic(reader, &topic, &expected, steps, "zarr");
         let window = &reader.signals(&[topic.as_str()], 0..u64::MAX).unwrap()[0];
-        let expected: Vec<f64> = values
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| match v {
-                Value::Bool(b) => f64::from(u8::from(*b)),
-                other => other.as_f64().unwrap(),
-            })
-            .collect();
-        assert_eq!(window.values.len(), expected.len(), "{topic}");
-        for (got, want) in window.values.iter().zip(&expected) {
-            assert_eq!(
-                got.to_bits(),
-                want.to_bits(),
-                "{topic}: {got} against zarr's {want}"
-            );
-        }
-        assert_eq!(window.log_times.len(), steps, "{topic}");
         assert_eq!(
             window.log_times[1], 100_000_000,
             "{topic}: on the 10 Hz grid"
